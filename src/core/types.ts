@@ -1,0 +1,171 @@
+/**
+ * The vocabulary of agentic-rl: tasks, actions, observations, turns, trajectories, rewards and the training
+ * datum. Everything else in the system speaks in these types; this file imports nothing.
+ *
+ * Shape notation: `[seq]` = one entry per token of a trajectory; `[group]` = one entry per trajectory of a group.
+ * Units: token counts are tokens, logprobs are natural-log probabilities (nats), times are milliseconds.
+ * Modelled on tinker-cookbook `tinker_cookbook/rl/types.py` (Env, StepResult, Trajectory, TrajectoryGroup) and the
+ * Tinker training API's `Datum` (model_input, loss_fn_inputs: target_tokens, weights, logprobs, advantages).
+ */
+
+/** A question-answering task given to an environment. */
+export interface Task {
+  /** Stable id, unique within its dataset (e.g. `world:single:capital:France`). */
+  id: string;
+  /** The question text shown to the policy. */
+  question: string;
+  /** Gold answers; a prediction that matches any one after normalisation is correct (Search-R1 EM). */
+  answers: string[];
+  /** Question family, e.g. `single-hop`, `bridge`, `comparison`, `nq`, `bamboogle`. */
+  kind: string;
+  /**
+   * Whether the policy is expected to know the answer without search (its "parametric knowledge").
+   * `undefined` when the dataset does not know (real data).
+   */
+  known?: boolean;
+  /** Ids of the passages that hold the facts the question needs (empty when unknown). */
+  evidenceIds?: string[];
+  /** Structured facts behind the question (e.g. `{ attribute: "capital", entity: "france" }`), for scripted agents
+   * and analysis; never shown to the policy. */
+  meta?: Record<string, string>;
+}
+
+/** A chat-style message (used for readable printing and, later, chat templates). */
+export interface Message {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string;
+}
+
+/**
+ * The action a policy's turn expresses, as parsed from its text (Search-R1 protocol: the first `<search>` or
+ * `<answer>` block is the action; anything else is invalid).
+ */
+export type Action =
+  | { type: "search"; query: string }
+  | { type: "answer"; answer: string }
+  | { type: "invalid"; reason: string };
+
+/** A passage returned by retrieval. `score` is the BM25 score (higher is better). */
+export interface Passage {
+  id: string;
+  title: string;
+  text: string;
+  score?: number;
+}
+
+/** What the environment returns for one action. */
+export interface StepResult {
+  /** Text appended to the context after the action (e.g. `\n<information>…</information>\n`); empty when done. */
+  observation: string;
+  /** Optional per-step reward from the environment (final rewards are computed by the reward stage). */
+  reward?: number;
+  /** True when the episode ended (answer given, or turn budget exhausted). */
+  done: boolean;
+  /** Diagnostics of this step. */
+  info: StepInfo;
+}
+
+/** Diagnostics of one environment step. */
+export interface StepInfo {
+  action: Action;
+  /** Passages retrieved by a search action, in rank order. */
+  passages?: Passage[];
+  /** Set when the episode ended because the turn budget ran out. */
+  truncated?: boolean;
+  /** Error text when a tool failed; the failure became an observation instead of a crash. */
+  error?: string;
+}
+
+/** One policy turn and the environment's reply. */
+export interface Turn {
+  /** The policy's generated text for this turn (decoded from its sampled tokens, forced prefix included). */
+  actionText: string;
+  action: Action;
+  /** Observation text appended after this turn ('' for the last turn). */
+  observation: string;
+  passages?: Passage[];
+  /** Number of policy-sampled tokens in this turn (tokens). */
+  sampledTokens: number;
+  /** Number of observation tokens appended after this turn, after the cap (tokens). */
+  observationTokens: number;
+  /** Why sampling stopped: a stop token, the token budget, or the context window. */
+  stopReason: StopReason;
+}
+
+/** Why a sample ended. */
+export type StopReason = "stop" | "length" | "context";
+
+/** One term of a reward and its share of the total. */
+export interface RewardTerm {
+  /** Term name, e.g. `em`, `format`, `search_cost`. */
+  name: string;
+  /** Raw value of the term (before weighting). */
+  value: number;
+  /** Weight applied; contribution = value × weight. */
+  weight: number;
+  /** One-line explanation (why this value). */
+  explanation: string;
+}
+
+/** The reward of a trajectory with every term kept, so a total is never a mystery. */
+export interface RewardBreakdown {
+  total: number;
+  terms: RewardTerm[];
+}
+
+/**
+ * A whole episode as tokens, plus its readable turns.
+ * Invariants (checked by `assertTrajectory`): `tokens`, `lossMask` and `logprobs` have equal length `[seq]`;
+ * `lossMask[i] = 1` exactly on policy-sampled tokens (never on prompt, forced or observation tokens);
+ * `logprobs[i]` is the sampler's logprob of `tokens[i]` where `lossMask[i] = 1`, else 0.
+ */
+export interface Trajectory {
+  task: Task;
+  /** Token ids of prompt + all turns + observations, `[seq]`. */
+  tokens: number[];
+  /** 1 on policy-sampled tokens, 0 elsewhere, `[seq]`. */
+  lossMask: number[];
+  /** Sampler logprobs (nats) on sampled tokens, 0 elsewhere, `[seq]`. */
+  logprobs: number[];
+  /** Number of prompt tokens (tokens). */
+  promptLength: number;
+  turns: Turn[];
+  /** The final answer text, or null when the episode ended without one. */
+  answer: string | null;
+  /** Number of search actions taken. */
+  searches: number;
+  /** Number of invalid actions (malformed turns). */
+  invalidActions: number;
+  /** True when the episode ended by the turn budget rather than an answer. */
+  truncated: boolean;
+  /** Filled by the reward stage. */
+  reward?: RewardBreakdown;
+}
+
+/** Trajectories sampled for the same task: the unit GRPO normalises over. `[group]`. */
+export interface TrajectoryGroup {
+  task: Task;
+  trajectories: Trajectory[];
+}
+
+/**
+ * The training datum, mirroring the Tinker API (`Datum`: `model_input` + `loss_fn_inputs`). All arrays `[seq-1]`:
+ * position `i` predicts `targetTokens[i] = tokens[i+1]` from `modelInput[0..i]`.
+ */
+export interface Datum {
+  /** Input token ids (`tokens[0..n-2]`). */
+  modelInput: number[];
+  /** Target token ids (`tokens[1..n-1]`). */
+  targetTokens: number[];
+  /** Loss weights: the loss mask shifted by one (1 = this target token is trained on). */
+  weights: number[];
+  /** Sampler logprobs of the targets (nats); 0 where weight is 0. Unused by `cross_entropy`. */
+  logprobs?: number[];
+  /** Per-token advantages; 0 where weight is 0. Unused by `cross_entropy`. */
+  advantages?: number[];
+  /** Reference-policy logprobs of the targets (nats), for the k3 KL term; optional. */
+  refLogprobs?: number[];
+}
+
+/** A flat map of scalar metrics, e.g. `{ "reward/mean": 0.4 }`. */
+export type Metrics = Record<string, number>;

@@ -1,0 +1,93 @@
+/**
+ * The backend boundary: everything the RL loop needs from model math, shaped like the Tinker training API
+ * (`forward_backward`, `optim_step`, `save_weights`, `sample`) so the embedded CPU model, a local server, or a GPU
+ * cluster are interchangeable. Source: Tinker API docs (TrainingClient / SamplingClient) and tinker-cookbook.
+ */
+import type { Datum, Metrics, StopReason } from "../core/types.ts";
+
+/** Loss function names, identical to Tinker's so configs move between backends unchanged. */
+export type LossFnName = "cross_entropy" | "importance_sampling" | "ppo";
+
+/**
+ * Options of a loss.
+ * - `clipLow`/`clipHigh`: PPO ratio clip thresholds (ratio clipped to `[1-clipLow, 1+clipHigh]`; default 0.2/0.2).
+ * - `klCoef`: coefficient of the k3 KL estimator to the reference policy (needs `Datum.refLogprobs`); 0 = off.
+ * - `normalization`: how per-token losses are aggregated. `tokens`: divided by the number of loss-masked tokens in
+ *   the batch (GRPO / token-mean); `constant`: divided by `constantLength × batch` (Dr.GRPO, Liu et al. 2025 §3.1).
+ * - `constantLength`: the constant (tokens) used by `normalization: "constant"`.
+ */
+export interface LossConfig {
+  clipLow?: number;
+  clipHigh?: number;
+  klCoef?: number;
+  normalization?: "tokens" | "constant";
+  constantLength?: number;
+}
+
+/** Result of `forwardBackward`. `logprobs[i]` is `[seq-1]` for `datums[i]` (nats, current policy, pre-update). */
+export interface ForwardBackwardResult {
+  /** The aggregated loss (nats per token for cross entropy). */
+  loss: number;
+  /** e.g. `clip_fraction`, `kl`, `entropy`, `ratio_mean`, `tokens`. */
+  metrics: Metrics;
+  logprobs: number[][];
+}
+
+/** Adam hyper-parameters of one `optimStep` (Tinker's `AdamParams`). */
+export interface AdamParams {
+  learningRate: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+  /** Global gradient-norm clip; 0 or undefined = off. */
+  gradClip?: number;
+}
+
+/** Options of one `sample` call. */
+export interface SampleOptions {
+  /** Number of independent samples of the same prompt. */
+  n: number;
+  /** Maximum new tokens per sample (tokens). */
+  maxTokens: number;
+  /** Softmax temperature; 0 = greedy. */
+  temperature: number;
+  /** Token ids that end a sample (included in the output). */
+  stop?: number[];
+  /** Seed of this call's sampling randomness; the same seed and prompt give the same tokens. */
+  seed: number;
+}
+
+/** One sampled continuation. `tokens` and `logprobs` are `[new]`; logprobs in nats at temperature 1 of the
+ * distribution actually sampled from (temperature-scaled). */
+export interface SampledSequence {
+  tokens: number[];
+  logprobs: number[];
+  stopReason: StopReason;
+}
+
+/** Samples continuations of prompts. Concurrent calls may be batched by the implementation. */
+export interface SamplingClient {
+  /**
+   * @param promptTokens token ids `[prompt]`
+   * @returns `n` sequences
+   * @throws Error when the prompt is longer than the model's context window
+   */
+  sample(promptTokens: number[], options: SampleOptions): Promise<SampledSequence[]>;
+}
+
+/** A model that can be trained: Tinker's TrainingClient. */
+export interface TrainingBackend {
+  /** Forward and backward on a batch; gradients accumulate until `optimStep`. */
+  forwardBackward(datums: Datum[], lossFn: LossFnName, config?: LossConfig): Promise<ForwardBackwardResult>;
+  /** Logprobs of each datum's target tokens under the current weights (no gradient), `[batch][seq-1]` nats. */
+  computeLogprobs(datums: Datum[]): Promise<number[][]>;
+  /** Applies accumulated gradients with Adam and clears them. Returns e.g. `grad_norm`. */
+  optimStep(adam: AdamParams): Promise<Metrics>;
+  /** A sampling client over the current weights (re-created after each update). */
+  samplingClient(): SamplingClient;
+  /** Writes weights + optimizer state under `dir`. */
+  save(dir: string): Promise<void>;
+  /** Reads weights + optimizer state from `dir`. @throws Error naming the file when missing or corrupt */
+  load(dir: string): Promise<void>;
+}
