@@ -1,0 +1,81 @@
+/** Console rendering: progress bars (cli-progress), the summary table (cli-table3), readable trajectories. */
+import cliProgress from "cli-progress";
+import Table from "cli-table3";
+import type { Trajectory } from "../core/types.ts";
+import type { ProgressBar, Reporter, SummaryRow } from "../train/experiment.ts";
+
+/** A reporter that draws one progress bar per stage on stderr (nothing when stderr is not a terminal). */
+export function consoleReporter(): Reporter {
+  return {
+    bar(label: string, total: number): ProgressBar {
+      const bar = new cliProgress.SingleBar(
+        {
+          format: `${label.padEnd(18)} [{bar}] {value}/{total} {eta_formatted} {info}`,
+          hideCursor: true,
+          clearOnComplete: false,
+          etaBuffer: 20,
+        },
+        cliProgress.Presets.shades_classic,
+      );
+      bar.start(total, 0, { info: "" });
+      return {
+        update(value, info) {
+          const text = info ? Object.entries(info).map(([k, v]) => `${k} ${v}`).join("  ") : "";
+          bar.update(value, { info: text });
+        },
+        stop() {
+          bar.stop();
+          if (!process.stderr.isTTY) console.error(`${label}: done (${total})`);
+        },
+      };
+    },
+    log(message: string) {
+      console.error(message);
+    },
+  };
+}
+
+const pct = (x: number) => (100 * x).toFixed(1);
+const f2 = (x: number) => x.toFixed(2);
+
+/** The summary table: EM, searches per question and guess rate, all / known / unknown. */
+export function summaryTable(rows: readonly SummaryRow[]): string {
+  const table = new Table({
+    head: ["policy", "EM %", "EM known", "EM unknown", "searches/q", "known", "unknown", "guess % known", "guess % unknown"],
+  });
+  for (const { policy, result } of rows) {
+    table.push([
+      policy,
+      pct(result.all.em),
+      pct(result.known.em),
+      pct(result.unknown.em),
+      f2(result.all.searches),
+      f2(result.known.searches),
+      f2(result.unknown.searches),
+      pct(result.known.guessRate),
+      pct(result.unknown.guessRate),
+    ]);
+  }
+  return table.toString();
+}
+
+/** A trajectory as readable text: the question, each turn's action and observation, the answer and reward. */
+export function formatTrajectory(t: Trajectory): string {
+  const lines = [
+    `── ${t.task.id}${t.task.known === undefined ? "" : t.task.known ? " (known)" : " (unknown)"}`,
+    `question: ${t.task.question}`,
+    `gold:     ${t.task.answers.join(" | ")}`,
+  ];
+  t.turns.forEach((turn, i) => {
+    lines.push(`turn ${i + 1}: ${turn.actionText.trim()}`);
+    if (turn.observation.trim() !== "") lines.push(`  ${turn.observation.trim().replace(/\n/g, "\n  ")}`);
+  });
+  lines.push(`answer:   ${t.answer ?? "(none)"}   searches ${t.searches}   invalid ${t.invalidActions}`);
+  if (t.reward) {
+    lines.push(
+      `reward:   ${t.reward.total.toFixed(3)} = ` +
+        t.reward.terms.map((x) => `${x.weight}×${x.name}(${x.value})`).join(" + "),
+    );
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,210 @@
+/**
+ * `arl` — the command line. One subcommand per job: `train`, `eval`, `rollout`, `search`. Config fields can be
+ * overridden by flags named by their path (`--rl.groupSize 8`, `--policy.dModel=64`).
+ */
+import { dirname, join } from "node:path";
+import { existsSync } from "node:fs";
+import { Command, CommanderError } from "commander";
+import { SearchEnv } from "../envs/search/env.ts";
+import { loadCorpus, loadQA } from "../retrieval/corpus.ts";
+import { BM25Index } from "../retrieval/bm25.ts";
+import { ScriptedAgent, PolicyAgent, type TurnGenerator } from "../rollout/agent.ts";
+import { rolloutGroups } from "../rollout/rollout.ts";
+import { computeReward } from "../reward/compose.ts";
+import { personaTurn, PERSONAS, type Persona } from "../envs/search/scripted.ts";
+import { valuesOf, type CountryAttribute } from "../envs/search/world.ts";
+import type { Task } from "../core/types.ts";
+import {
+  ConfigError,
+  SMOKE_OVERRIDES,
+  applyOverrides,
+  readConfigFile,
+  resolveConfig,
+  type ExperimentConfig,
+} from "../train/config.ts";
+import { evalTasks, runExperiment, setup, type SummaryRow } from "../train/experiment.ts";
+import { evaluate, type EvalMode } from "../train/eval.ts";
+import { loadPolicy } from "../train/checkpoint.ts";
+import { consoleReporter, formatTrajectory, summaryTable } from "./format.ts";
+
+/** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
+export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
+  const overrides: Record<string, string> = {};
+  const rest: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const m = /^--([A-Za-z]+(?:\.[A-Za-z0-9]+)+)(?:=(.*))?$/.exec(args[i]);
+    if (!m) {
+      rest.push(args[i]);
+      continue;
+    }
+    if (m[2] !== undefined) overrides[m[1]] = m[2];
+    else if (i + 1 < args.length) overrides[m[1]] = args[++i];
+    else throw new ConfigError([`--${m[1]}: missing value`]);
+  }
+  return { overrides, rest };
+}
+
+/** Loads the config file (if any), applies the smoke preset and flag overrides, validates. */
+function loadConfig(file: string | undefined, smoke: boolean, overrides: Record<string, string>): ExperimentConfig {
+  let raw: Record<string, unknown> = file ? readConfigFile(file) : {};
+  if (smoke) raw = applyOverrides(raw, { "run.name": "smoke", ...SMOKE_OVERRIDES });
+  return resolveConfig(applyOverrides(raw, overrides));
+}
+
+const program = new Command()
+  .name("arl")
+  .description("agentic-rl: train tool-using LLM agents with reinforcement learning (Search-R1 setting)")
+  .showHelpAfterError()
+  .exitOverride();
+
+const { overrides, rest } = extractOverrides(process.argv.slice(2));
+
+program
+  .command("train")
+  .description("Warm start (SFT) + RL (GRPO) on the built-in world, then the held-out summary table")
+  .option("-c, --config <file>", "YAML or JSON config (fields: run, env, policy, sft, rl, reward, eval)")
+  .option("--smoke", "tiny model and budgets (seconds; for tests)")
+  .option("--print-config", "print the resolved config and exit")
+  .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
+  .action(async (opts: { config?: string; smoke?: boolean; printConfig?: boolean }) => {
+    const config = loadConfig(opts.config, opts.smoke === true, overrides);
+    if (opts.printConfig) {
+      console.log(JSON.stringify(config, null, 2));
+      return;
+    }
+    const t0 = performance.now();
+    const summary = await runExperiment(config, consoleReporter());
+    console.log(`\nHeld-out summary (${summary.rows[0]?.result.all.n ?? 0} questions, split ${summary.split}):`);
+    console.log(summaryTable(summary.rows));
+    console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
+  });
+
+/** The tasks and env of `eval`/`rollout`: the run's world, or a real QA file with a corpus. */
+function evalInputs(
+  opts: { data?: string; corpus?: string; split?: string; limit?: string },
+  config: ExperimentConfig,
+) {
+  if (opts.data) {
+    if (!opts.corpus) throw new ConfigError(["--corpus: required with --data (a wiki-18 JSONL file)"]);
+    return (async () => {
+      const passages = await loadCorpus(opts.corpus!);
+      const index = new BM25Index(passages);
+      const tasks = await loadQA(opts.data!, { limit: opts.limit ? Number(opts.limit) : undefined });
+      const makeEnv = () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns });
+      return { tasks, makeEnv };
+    })();
+  }
+  const s = setup(config);
+  const split = opts.split ?? "test";
+  if (split !== "test" && split !== "train") throw new ConfigError([`--split: expected one of "train", "test", got ${JSON.stringify(split)}`]);
+  let tasks: Task[] = split === "test" ? evalTasks(s.world, config) : s.world.train;
+  if (opts.limit) tasks = tasks.slice(0, Number(opts.limit));
+  return Promise.resolve({ tasks, makeEnv: s.makeEnv });
+}
+
+/** The run config next to a checkpoint (`runs/<name>/config.yaml`), else defaults. */
+function configForCheckpoint(checkpoint: string): ExperimentConfig {
+  const file = join(dirname(dirname(checkpoint)), "config.yaml");
+  return resolveConfig(applyOverrides(existsSync(file) ? readConfigFile(file) : {}, overrides));
+}
+
+program
+  .command("eval")
+  .description("Evaluate a checkpoint (agent, Direct and RAG modes) on the world's held-out split or a real QA file")
+  .requiredOption("--checkpoint <dir>", "checkpoint folder, e.g. runs/default/checkpoints/final")
+  .option("--split <split>", "train | test (built-in world)", "test")
+  .option("--modes <list>", "comma-separated: agent, direct, rag", "agent,direct,rag")
+  .option("--data <file>", "real QA file (FlashRAG, NQ-open or Bamboogle JSONL, detected per line) instead of the built-in world")
+  .option("--corpus <file>", "wiki-18 JSONL passages to search (with --data)")
+  .option("--limit <n>", "evaluate at most n questions")
+  .action(async (opts: { checkpoint: string; split?: string; modes: string; data?: string; corpus?: string; limit?: string }) => {
+    const config = configForCheckpoint(opts.checkpoint);
+    const policy = await loadPolicy(opts.checkpoint);
+    const { tasks, makeEnv } = await evalInputs(opts, config);
+    const limits = { contextLength: policy.gpt.contextLength, maxObservationTokens: config.env.maxObservationTokens };
+    const rows: SummaryRow[] = [];
+    const reporter = consoleReporter();
+    for (const mode of opts.modes.split(",").map((m) => m.trim())) {
+      if (!["agent", "direct", "rag"].includes(mode)) throw new ConfigError([`--modes: expected agent, direct or rag, got ${JSON.stringify(mode)}`]);
+      const bar = reporter.bar(`eval ${mode}`, tasks.length);
+      let n = 0;
+      const { trajectories: _t, ...result } = await evaluate(tasks, policy.backend.samplingClient(), policy.tokenizer, makeEnv, limits, {
+        mode: mode as EvalMode,
+        temperature: config.eval.temperature,
+        maxTokensPerTurn: config.rl.maxTokensPerTurn,
+        seed: config.run.seed + 7,
+        onEpisode: () => bar.update(++n),
+      });
+      bar.stop();
+      rows.push({ policy: mode === "agent" ? "policy" : mode === "direct" ? "Direct" : "RAG", result });
+    }
+    console.log(`\n${tasks.length} questions from ${opts.data ?? `the built-in world (${opts.split})`}:`);
+    console.log(summaryTable(rows));
+  });
+
+program
+  .command("rollout")
+  .description("Run a few episodes and print them readably (a checkpoint's policy, or a scripted persona)")
+  .option("--checkpoint <dir>", "checkpoint folder; without it a scripted persona acts")
+  .option("--persona <name>", `scripted persona: ${PERSONAS.join(", ")}`, "careful")
+  .option("-n, --n <n>", "episodes", "3")
+  .option("--split <split>", "train | test", "test")
+  .option("--temperature <t>", "sampling temperature", "1")
+  .option("--data <file>", "real QA file instead of the built-in world")
+  .option("--corpus <file>", "wiki-18 JSONL passages (with --data)")
+  .action(async (opts: { checkpoint?: string; persona: string; n: string; split: string; temperature: string; data?: string; corpus?: string }) => {
+    const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : resolveConfig(applyOverrides({}, overrides));
+    const { tasks, makeEnv } = await evalInputs({ ...opts, limit: opts.n }, config);
+    let agent: TurnGenerator;
+    let tokenizer;
+    let contextLength = config.policy.contextLength;
+    if (opts.checkpoint) {
+      const policy = await loadPolicy(opts.checkpoint);
+      tokenizer = policy.tokenizer;
+      contextLength = policy.gpt.contextLength;
+      agent = new PolicyAgent(policy.backend.samplingClient(), tokenizer, {
+        temperature: Number(opts.temperature),
+        maxTokensPerTurn: config.rl.maxTokensPerTurn,
+        stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
+      });
+    } else {
+      if (!(PERSONAS as readonly string[]).includes(opts.persona)) {
+        throw new ConfigError([`--persona: expected one of ${PERSONAS.join(", ")}, got ${JSON.stringify(opts.persona)}`]);
+      }
+      const s = setup(config);
+      tokenizer = s.tokenizer;
+      agent = new ScriptedAgent(tokenizer, (ctx) => personaTurn(opts.persona as Persona, ctx, (a) => valuesOf(s.world, a as CountryAttribute)));
+    }
+    const groups = await rolloutGroups(tasks, makeEnv, agent, tokenizer, { contextLength, maxObservationTokens: config.env.maxObservationTokens }, {
+      groupSize: 1,
+      seed: config.run.seed,
+    });
+    for (const g of groups) {
+      const t = g.trajectories[0];
+      t.reward = computeReward(t, { weights: config.reward.weights });
+      console.log(formatTrajectory(t) + "\n");
+    }
+  });
+
+program
+  .command("search")
+  .description("Rank passages for a query with BM25 (a wiki-18 JSONL corpus, or the built-in world)")
+  .argument("<query...>", "query words")
+  .option("--corpus <file>", "wiki-18 JSONL passages ({id, contents})")
+  .option("-k, --k <n>", "passages to show", "3")
+  .action(async (queryWords: string[], opts: { corpus?: string; k: string }) => {
+    const k = Number(opts.k);
+    if (!Number.isInteger(k) || k <= 0) throw new ConfigError([`--k: expected a positive integer, got ${JSON.stringify(opts.k)}`]);
+    const passages = opts.corpus ? await loadCorpus(opts.corpus) : setup(resolveConfig(applyOverrides({}, overrides))).world.passages;
+    const hits = new BM25Index(passages).search(queryWords.join(" "), k);
+    if (hits.length === 0) console.log("(no passage matches)");
+    hits.forEach((p, i) => console.log(`${i + 1}. [${p.score?.toFixed(3)}] ${p.id}  (Title: ${p.title})\n   ${p.text.slice(0, 300)}`));
+  });
+
+try {
+  await program.parseAsync(rest, { from: "user" });
+} catch (e) {
+  if (e instanceof CommanderError) process.exit(e.exitCode);
+  console.error(e instanceof ConfigError ? e.message : `error: ${(e as Error).message}`);
+  process.exit(e instanceof ConfigError ? 2 : 1);
+}

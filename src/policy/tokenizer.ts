@@ -1,0 +1,160 @@
+/**
+ * Tokenizers. The embedded policy uses a word-level vocabulary built from its world's texts, stored as a standard
+ * Hugging Face `tokenizer.json` (a WordPiece model whose vocabulary holds whole words only, so every word is one
+ * token and an unseen word is `[UNK]`) and run by the maintained `@huggingface/tokenizers` library — the same
+ * loader later serves real models' tokenizer files.
+ *
+ * Pipeline: NFD → strip accents → lowercase; split on whitespace and punctuation (`\w+|[^\w\s]+`), then every digit
+ * alone (numbers become digit sequences, keeping the vocabulary small); protocol tags and `\n` are added tokens.
+ */
+import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
+
+/** What the rollout and the trainer need from any tokenizer. Token ids are integers in `[0, vocabSize)`. */
+export interface Tokenizer {
+  readonly vocabSize: number;
+  /** Id of the beginning-of-sequence token, put before every prompt. */
+  readonly bos: number;
+  /** Id of the padding token (never trained on). */
+  readonly pad: number;
+  /** Text → ids `[tokens]`. Never throws; unknown words map to the unknown token. */
+  encode(text: string): number[];
+  /** Ids → text; tokens are joined by single spaces (word-level), protocol tags kept. */
+  decode(ids: readonly number[]): string;
+  /** Id of an exact token string. @throws Error naming the token when it is not in the vocabulary */
+  id(token: string): number;
+  /** The tokenizer as a `tokenizer.json` object, for checkpoints. */
+  toJSON(): TokenizerJson;
+}
+
+/** The Search-R1 protocol tags, each a single token. */
+export const PROTOCOL_TAGS = [
+  "<think>",
+  "</think>",
+  "<search>",
+  "</search>",
+  "<information>",
+  "</information>",
+  "<answer>",
+  "</answer>",
+] as const;
+
+const UNK = "[UNK]";
+const PAD = "<pad>";
+const BOS = "<bos>";
+const SPECIALS = [UNK, PAD, BOS, ...PROTOCOL_TAGS];
+
+/** A Hugging Face `tokenizer.json` document (the fields this project writes and reads). */
+export interface TokenizerJson {
+  version: string;
+  added_tokens: Array<{
+    id: number;
+    content: string;
+    single_word: boolean;
+    lstrip: boolean;
+    rstrip: boolean;
+    normalized: boolean;
+    special: boolean;
+  }>;
+  normalizer: unknown;
+  pre_tokenizer: unknown;
+  post_processor: null;
+  decoder: unknown;
+  model: { type: "WordPiece"; unk_token: string; continuing_subword_prefix: string; max_input_chars_per_word: number; vocab: Record<string, number> };
+}
+
+/** Splits text the way the tokenizer's pre-tokenizer does (used to collect the vocabulary). */
+function preTokenize(text: string): string[] {
+  const out: string[] = [];
+  const normalized = text.normalize("NFD").replace(/\p{M}/gu, "").toLowerCase();
+  // Protocol tags and newlines are added tokens: cut them out before splitting words.
+  const parts = normalized.split(/(<\/?(?:think|search|information|answer)>|\n)/);
+  for (const part of parts) {
+    if (part === "" || (SPECIALS as readonly string[]).includes(part) || part === "\n") continue;
+    for (const m of part.matchAll(/\w+|[^\w\s]+/gu)) {
+      for (const piece of m[0].split(/(\d)/)) if (piece !== "") out.push(piece);
+    }
+  }
+  return out;
+}
+
+/** A word-level tokenizer backed by `@huggingface/tokenizers`. */
+export class WordTokenizer implements Tokenizer {
+  readonly vocabSize: number;
+  readonly bos: number;
+  readonly pad: number;
+  private readonly hf: HfTokenizer;
+  private readonly idToToken: string[];
+
+  /** @throws Error when the document lacks the special tokens this project needs */
+  constructor(private readonly json: TokenizerJson) {
+    this.hf = new HfTokenizer(json, {});
+    const vocab = json.model.vocab;
+    this.vocabSize = Object.keys(vocab).length;
+    this.idToToken = new Array<string>(this.vocabSize);
+    for (const [tok, id] of Object.entries(vocab)) this.idToToken[id] = tok;
+    for (const s of SPECIALS) {
+      if (!(s in vocab)) throw new Error(`tokenizer.json: missing special token ${JSON.stringify(s)} in model.vocab`);
+    }
+    this.bos = vocab[BOS];
+    this.pad = vocab[PAD];
+  }
+
+  /**
+   * Builds the vocabulary from every text the world can show the policy, plus digits 0-9 and the protocol tags.
+   * Token ids are assigned specials first, then words sorted by first appearance — deterministic for the same texts.
+   */
+  static fromTexts(texts: Iterable<string>): WordTokenizer {
+    const vocab: Record<string, number> = {};
+    const add = (t: string) => {
+      if (!(t in vocab)) vocab[t] = Object.keys(vocab).length;
+    };
+    SPECIALS.forEach(add);
+    add("\n");
+    for (let d = 0; d <= 9; d++) add(String(d));
+    for (const text of texts) for (const w of preTokenize(text)) add(w);
+    const addedSpecial = (content: string, special: boolean) => ({
+      id: vocab[content],
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special,
+    });
+    return new WordTokenizer({
+      version: "1.0",
+      added_tokens: [...SPECIALS.map((s) => addedSpecial(s, true)), addedSpecial("\n", false)],
+      normalizer: { type: "Sequence", normalizers: [{ type: "NFD" }, { type: "StripAccents" }, { type: "Lowercase" }] },
+      pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "Whitespace" }, { type: "Digits", individual_digits: true }] },
+      post_processor: null,
+      decoder: { type: "WordPiece", prefix: "##", cleanup: false },
+      model: { type: "WordPiece", unk_token: UNK, continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab },
+    });
+  }
+
+  encode(text: string): number[] {
+    return this.hf.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  decode(ids: readonly number[]): string {
+    // Joined by hand: word-level tokens need no merge rules, and this keeps `\n` and tags exactly as tokens.
+    const out: string[] = [];
+    for (const id of ids) {
+      const tok = this.idToToken[id];
+      if (tok === undefined) throw new Error(`tokenizer: id ${id} outside the vocabulary [0, ${this.vocabSize})`);
+      if (tok === PAD || tok === BOS) continue;
+      out.push(tok);
+    }
+    return out.join(" ").replace(/ ?\n ?/g, "\n");
+  }
+
+  id(token: string): number {
+    const id = this.json.model.vocab[token];
+    if (id === undefined) throw new Error(`tokenizer: token ${JSON.stringify(token)} is not in the vocabulary`);
+    return id;
+  }
+
+  toJSON(): TokenizerJson {
+    return this.json;
+  }
+}

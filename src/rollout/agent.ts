@@ -1,0 +1,112 @@
+/**
+ * Turn generators: what writes the policy side of an episode. A sampling policy (the model being trained), a
+ * policy with forced text (baselines such as Direct and RAG), or a scripted agent (warm-start demonstrations)
+ * all produce one turn's tokens from the context; the rollout engine does the rest.
+ */
+import type { StopReason, Task, Turn } from "../core/types.ts";
+import type { SamplingClient } from "../policy/types.ts";
+import type { Tokenizer } from "../policy/tokenizer.ts";
+
+/** Everything a turn generator may look at. */
+export interface TurnContext {
+  task: Task;
+  /** 0-based index of the turn being generated. */
+  turnIndex: number;
+  /** Completed turns so far (with their observations and passages). */
+  history: readonly Turn[];
+  /** Seed for this turn's sampling randomness. */
+  seed: number;
+  /** Tokens the turn may still add before the context window is full (tokens). */
+  budget: number;
+}
+
+/** One generated turn. Arrays are `[turnTokens]`. */
+export interface GeneratedTurn {
+  tokens: number[];
+  /** 1 where the token is trained on (sampled by the policy, or a demonstration token), 0 for forced tokens. */
+  lossMask: number[];
+  /** Sampler logprobs (nats) on sampled tokens, 0 elsewhere. */
+  logprobs: number[];
+  stopReason: StopReason;
+}
+
+/** Produces the policy's tokens for one turn. */
+export interface TurnGenerator {
+  generate(context: number[], ctx: TurnContext): Promise<GeneratedTurn>;
+}
+
+/**
+ * Text forced into a turn: `complete: true` replaces the whole turn (nothing sampled); otherwise the text is a
+ * prefix and the policy continues after it. Forced tokens get loss mask 0.
+ */
+export interface ForcedText {
+  text: string;
+  complete: boolean;
+}
+
+/** Options of a sampling policy. */
+export interface PolicyAgentOptions {
+  temperature: number;
+  /** Maximum sampled tokens per turn (tokens). */
+  maxTokensPerTurn: number;
+  /** Token ids that end a turn (e.g. `</search>`, `</answer>`). */
+  stop: number[];
+  /** Optional forced text per turn (baselines); `undefined` = sample freely. */
+  forced?: (ctx: TurnContext) => ForcedText | undefined;
+}
+
+/** The model under training (or evaluation), sampling through any `SamplingClient`. */
+export class PolicyAgent implements TurnGenerator {
+  constructor(
+    private readonly sampler: SamplingClient,
+    private readonly tokenizer: Tokenizer,
+    private readonly options: PolicyAgentOptions,
+  ) {}
+
+  async generate(context: number[], ctx: TurnContext): Promise<GeneratedTurn> {
+    const forced = this.options.forced?.(ctx);
+    const forcedTokens = forced ? this.tokenizer.encode(forced.text).slice(0, ctx.budget) : [];
+    const zeros = () => forcedTokens.map(() => 0);
+    if (forced?.complete || forcedTokens.length >= ctx.budget) {
+      const stopReason: StopReason = forcedTokens.length >= ctx.budget && !forced?.complete ? "context" : "stop";
+      return { tokens: forcedTokens, lossMask: zeros(), logprobs: zeros(), stopReason };
+    }
+    const maxTokens = Math.min(this.options.maxTokensPerTurn, ctx.budget - forcedTokens.length);
+    const [sample] = await this.sampler.sample(context.concat(forcedTokens), {
+      n: 1,
+      maxTokens,
+      temperature: this.options.temperature,
+      stop: this.options.stop,
+      seed: ctx.seed,
+    });
+    let stopReason = sample.stopReason;
+    if (stopReason === "length" && maxTokens < this.options.maxTokensPerTurn) stopReason = "context";
+    return {
+      tokens: forcedTokens.concat(sample.tokens),
+      lossMask: zeros().concat(sample.tokens.map(() => 1)),
+      logprobs: zeros().concat(sample.logprobs),
+      stopReason,
+    };
+  }
+}
+
+/**
+ * A scripted agent writes turns as text (warm-start demonstrations). Its tokens are trained on with cross entropy
+ * (loss mask 1); logprobs are 0 since nothing was sampled.
+ */
+export class ScriptedAgent implements TurnGenerator {
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly script: (ctx: TurnContext) => string,
+  ) {}
+
+  async generate(_context: number[], ctx: TurnContext): Promise<GeneratedTurn> {
+    const tokens = this.tokenizer.encode(this.script(ctx)).slice(0, ctx.budget);
+    return {
+      tokens,
+      lossMask: tokens.map(() => 1),
+      logprobs: tokens.map(() => 0),
+      stopReason: tokens.length === ctx.budget ? "context" : "stop",
+    };
+  }
+}

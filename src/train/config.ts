@@ -1,0 +1,213 @@
+/**
+ * The experiment config: one shallow YAML/JSON document with sections `run`, `env`, `policy`, `sft`, `rl`,
+ * `reward`, `eval`. Every field has a zod default and a description; validation errors name the path and the
+ * allowed values (`rl.groupSize: expected an integer ≥ 2, got -3`). CLI flags override fields (`--rl.groupSize 8`).
+ */
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+
+const int = (min: number, desc: string) => z.number().int().min(min).describe(desc);
+const num = (desc: string) => z.number().describe(desc);
+
+export const RunConfig = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9._-]+$/, "letters, digits, '.', '_' or '-'").default("default").describe("Run folder name under `dir`."),
+    dir: z.string().default("runs").describe("Folder that holds run folders."),
+    seed: int(0, "Seed of everything: world, init, data order, sampling.").default(0),
+    checkpointEvery: int(0, "Save a checkpoint every N RL steps (0 = only at the end).").default(10),
+    samplesPerStep: int(0, "Trajectories written to samples/step-<n>.jsonl per RL step.").default(4),
+  })
+  .strict();
+
+export const WorldSection = z
+  .object({
+    numCountries: int(4, "Countries in the built-in world.").default(80),
+    knownFraction: z.number().min(0).max(1).default(0.4).describe("Share of countries whose facts the policy learns in warm start (its parametric knowledge)."),
+    testFraction: z.number().gt(0).lt(1).default(0.3).describe("Share of questions held out for evaluation."),
+  })
+  .strict();
+
+export const EnvConfig = z
+  .object({
+    world: WorldSection.default(WorldSection.parse({})),
+    topK: int(1, "Passages returned per search (Search-R1 default 3).").default(3),
+    maxTurns: int(1, "Turns per episode before it is cut off.").default(4),
+    maxObservationTokens: int(8, "Cap on the tokens of one <information> observation.").default(96),
+  })
+  .strict();
+
+export const PolicyConfig = z
+  .object({
+    dModel: int(8, "Transformer width.").default(96),
+    nLayers: int(1, "Transformer blocks.").default(2),
+    nHeads: int(1, "Attention heads (must divide dModel).").default(4),
+    mlpRatio: int(1, "MLP hidden size / dModel.").default(4),
+    contextLength: int(32, "Context window (tokens).").default(256),
+  })
+  .strict()
+  .refine((p) => p.dModel % p.nHeads === 0, { message: "policy.nHeads must divide policy.dModel", path: ["nHeads"] });
+
+export const SftConfig = z
+  .object({
+    steps: int(0, "Warm-start (SFT) optimizer steps.").default(300),
+    batchSize: int(1, "Demonstrations per SFT step.").default(32),
+    learningRate: z.number().positive().default(3e-3).describe("Adam learning rate of SFT."),
+    demosPerTask: int(1, "Demonstrations generated per training question.").default(3),
+    personas: z
+      .object({
+        careful: z.number().min(0).default(0.3).describe("Searches only when the fact is unknown; good queries."),
+        overSearcher: z.number().min(0).default(0.15).describe("Always searches, even for known facts."),
+        guesser: z.number().min(0).default(0.4).describe("Never searches; guesses unknown facts."),
+        poorQuery: z.number().min(0).default(0.15).describe("First writes a vague query, then recovers or guesses."),
+      })
+      .strict()
+      .default({ careful: 0.3, overSearcher: 0.15, guesser: 0.4, poorQuery: 0.15 }),
+  })
+  .strict();
+
+export const RlConfig = z
+  .object({
+    steps: int(0, "RL steps (rollout → reward → advantage → update).").default(30),
+    tasksPerStep: int(1, "Questions per RL step.").default(16),
+    groupSize: int(2, "Episodes per question (GRPO's G).").default(8),
+    temperature: z.number().min(0).default(1).describe("Sampling temperature of rollouts."),
+    maxTokensPerTurn: int(1, "Sampled tokens per turn.").default(16),
+    learningRate: z.number().positive().default(1e-3).describe("Adam learning rate of RL."),
+    lossFn: z.enum(["ppo", "importance_sampling"]).default("ppo").describe("Policy loss (Tinker names)."),
+    clipLow: z.number().min(0).default(0.2).describe("PPO clip: ratio ≥ 1 − clipLow."),
+    clipHigh: z.number().min(0).default(0.2).describe("PPO clip: ratio ≤ 1 + clipHigh."),
+    klCoef: z.number().min(0).default(0).describe("k3 KL-to-reference coefficient (0 = off)."),
+    advantage: z.enum(["grpo", "drgrpo"]).default("grpo").describe("grpo: (r−mean)/std, token-mean loss; drgrpo: r−mean, constant-length loss."),
+    minibatches: int(1, "Optimizer steps per RL step (the batch is split; later ones are off-policy and clipped).").default(2),
+    gradClip: z.number().min(0).default(1).describe("Global gradient-norm clip (0 = off)."),
+  })
+  .strict();
+
+export const RewardConfig = z
+  .object({
+    weights: z
+      .record(z.string(), z.number())
+      .default({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1 })
+      .describe("Weight per reward term; total = Σ weight × value."),
+  })
+  .strict();
+
+export const EvalConfig = z
+  .object({
+    temperature: z.number().min(0).default(0).describe("Sampling temperature at evaluation (0 = greedy, as Search-R1)."),
+    maxTasks: int(0, "Evaluate at most N held-out questions (0 = all).").default(0),
+  })
+  .strict();
+
+export const ExperimentConfig = z
+  .object({
+    run: RunConfig.default(RunConfig.parse({})),
+    env: EnvConfig.default(EnvConfig.parse({})),
+    policy: PolicyConfig.default(PolicyConfig.parse({})),
+    sft: SftConfig.default(SftConfig.parse({})),
+    rl: RlConfig.default(RlConfig.parse({})),
+    reward: RewardConfig.default(RewardConfig.parse({})),
+    eval: EvalConfig.default(EvalConfig.parse({})),
+  })
+  .strict();
+
+/** The resolved experiment config (every field present). */
+export type ExperimentConfig = z.infer<typeof ExperimentConfig>;
+
+/** Describes what a schema node accepts, for error messages. */
+function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
+  const path = issue.path.join(".");
+  let got: unknown = input;
+  for (const key of issue.path) got = got && typeof got === "object" ? (got as Record<PropertyKey, unknown>)[key] : undefined;
+  const shown = got === undefined ? "nothing" : JSON.stringify(got);
+  switch (issue.code) {
+    case "invalid_value":
+      return `${path}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown}`;
+    case "unrecognized_keys":
+      return `${path || "(top level)"}: unknown field(s) ${issue.keys.join(", ")}`;
+    case "too_small":
+      return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≥" : ">"} ${issue.minimum}, got ${shown}`;
+    case "too_big":
+      return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≤" : "<"} ${issue.maximum}, got ${shown}`;
+    case "invalid_type":
+      return `${path}: expected ${issue.expected}${issue.expected === "int" ? "eger" : ""}, got ${shown}`;
+    default:
+      return `${path}: ${issue.message}, got ${shown}`;
+  }
+}
+
+/** A config that failed validation; `message` lists every bad field on its own line. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid config:\n  ${problems.join("\n  ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/**
+ * Validates a raw config object and fills defaults.
+ * @throws ConfigError naming each bad field and what it allows
+ */
+export function resolveConfig(raw: unknown): ExperimentConfig {
+  const parsed = ExperimentConfig.safeParse(raw ?? {});
+  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => describeIssue(i, raw)));
+  return parsed.data;
+}
+
+/**
+ * Reads a YAML or JSON config file (JSON is YAML). @throws Error naming the file when unreadable or not a mapping
+ */
+export function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new Error(`config file ${path}: cannot read (${(e as Error).message})`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (e) {
+    throw new Error(`config file ${path}: not valid YAML/JSON (${(e as Error).message})`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== "object" || Array.isArray(doc)) throw new Error(`config file ${path}: expected a mapping at the top level`);
+  return doc as Record<string, unknown>;
+}
+
+/**
+ * Applies `--a.b value` overrides onto a raw config. Values are parsed as YAML scalars (numbers, booleans, lists).
+ * @throws Error when a key is empty
+ */
+export function applyOverrides(raw: Record<string, unknown>, overrides: Record<string, string>): Record<string, unknown> {
+  const out = structuredClone(raw);
+  for (const [key, value] of Object.entries(overrides)) {
+    const parts = key.split(".").filter(Boolean);
+    if (parts.length === 0) throw new Error(`config override: empty key`);
+    let node: Record<string, unknown> = out;
+    for (const p of parts.slice(0, -1)) {
+      if (typeof node[p] !== "object" || node[p] === null) node[p] = {};
+      node = node[p] as Record<string, unknown>;
+    }
+    node[parts[parts.length - 1]] = parseYaml(value) as unknown;
+  }
+  return out;
+}
+
+/** The smoke configuration: tiny model and budgets, for tests and `--smoke`. */
+export const SMOKE_OVERRIDES: Record<string, string> = {
+  "env.world.numCountries": "12",
+  "policy.dModel": "32",
+  "policy.nLayers": "1",
+  "policy.nHeads": "2",
+  "policy.contextLength": "192",
+  "sft.steps": "4",
+  "sft.batchSize": "8",
+  "sft.demosPerTask": "1",
+  "rl.steps": "2",
+  "rl.tasksPerStep": "4",
+  "rl.groupSize": "4",
+  "eval.maxTasks": "8",
+  "run.checkpointEvery": "1",
+};

@@ -1,0 +1,94 @@
+/**
+ * Evaluation on a held-out split, and the Search-R1 paper's inference baselines run with our policy:
+ * Direct (answer without search: the first turn is forced to start with `<answer>`) and RAG (one search with the
+ * question as the query, then an answer). Source: Search-R1 §4 (baselines "Direct Inference" and "RAG").
+ */
+import type { Task, Trajectory } from "../core/types.ts";
+import type { EnvFactory } from "../env/types.ts";
+import { PolicyAgent, type ForcedText, type TurnContext } from "../rollout/agent.ts";
+import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
+import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { SamplingClient } from "../policy/types.ts";
+import { answeredWithoutSearch, mean, trajectoryEm } from "./metrics.ts";
+
+/** How a policy is driven at evaluation. */
+export type EvalMode = "agent" | "direct" | "rag";
+
+/** EM, searches per question and guess rate (answered without search) over one slice of questions. */
+export interface EvalSlice {
+  n: number;
+  em: number;
+  searches: number;
+  guessRate: number;
+}
+
+/** Evaluation result: all questions, and split by known vs unknown facts (when the tasks say). */
+export interface EvalResult {
+  all: EvalSlice;
+  known: EvalSlice;
+  unknown: EvalSlice;
+  trajectories: Trajectory[];
+}
+
+/** The forced text of each mode, per turn (`undefined` = the policy samples freely). */
+export function forcedTextFor(mode: EvalMode): ((ctx: TurnContext) => ForcedText | undefined) | undefined {
+  if (mode === "direct") return (ctx) => (ctx.turnIndex === 0 ? { text: "<answer>", complete: false } : undefined);
+  if (mode === "rag") {
+    return (ctx) => {
+      if (ctx.turnIndex === 0) return { text: `<search> ${ctx.task.question} </search>`, complete: true };
+      if (ctx.turnIndex === 1) return { text: "<answer>", complete: false };
+      return undefined;
+    };
+  }
+  return undefined;
+}
+
+function slice(trajs: Trajectory[]): EvalSlice {
+  return {
+    n: trajs.length,
+    em: mean(trajs.map(trajectoryEm)),
+    searches: mean(trajs.map((t) => t.searches)),
+    guessRate: mean(trajs.map((t) => (answeredWithoutSearch(t) ? 1 : 0))),
+  };
+}
+
+/** Options of `evaluate`. */
+export interface EvalOptions {
+  mode: EvalMode;
+  temperature: number;
+  maxTokensPerTurn: number;
+  seed: number;
+  onEpisode?: (t: Trajectory) => void;
+}
+
+/**
+ * Runs one episode per task with the given sampler and summarises it.
+ * @throws only what the rollout throws (prompt longer than the context)
+ */
+export async function evaluate(
+  tasks: readonly Task[],
+  sampler: SamplingClient,
+  tokenizer: Tokenizer,
+  makeEnv: EnvFactory,
+  limits: RolloutLimits,
+  options: EvalOptions,
+): Promise<EvalResult> {
+  const agent = new PolicyAgent(sampler, tokenizer, {
+    temperature: options.temperature,
+    maxTokensPerTurn: options.maxTokensPerTurn,
+    stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
+    forced: forcedTextFor(options.mode),
+  });
+  const groups = await rolloutGroups(tasks, makeEnv, agent, tokenizer, limits, {
+    groupSize: 1,
+    seed: options.seed,
+    onEpisode: options.onEpisode,
+  });
+  const trajectories = groups.map((g) => g.trajectories[0]);
+  return {
+    all: slice(trajectories),
+    known: slice(trajectories.filter((t) => t.task.known === true)),
+    unknown: slice(trajectories.filter((t) => t.task.known === false)),
+    trajectories,
+  };
+}

@@ -1,0 +1,214 @@
+/**
+ * The default experiment end to end: build the world → warm start (SFT on scripted demonstrations) → RL → the
+ * summary table on the held-out split (Direct, RAG, warm-start policy, RL policy; EM, searches per question and
+ * guess rate, split by known vs unknown facts). Every artefact goes to the run folder.
+ */
+import { Rng } from "../core/rng.ts";
+import type { Task, Trajectory } from "../core/types.ts";
+import type { EnvFactory } from "../env/types.ts";
+import { SearchEnv } from "../envs/search/env.ts";
+import { buildWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
+import { BM25Index } from "../retrieval/bm25.ts";
+import { validateRewardConfig } from "../reward/compose.ts";
+import type { RolloutLimits } from "../rollout/rollout.ts";
+import { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import type { GPTConfig } from "../policy/embedded/gpt.ts";
+import { WordTokenizer } from "../policy/tokenizer.ts";
+import { savePolicy } from "./checkpoint.ts";
+import type { ExperimentConfig } from "./config.ts";
+import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
+import { rlStep } from "./rl.ts";
+import { RunDir } from "./runDir.ts";
+import { makeDemonstrations, trainSft } from "./sft.ts";
+
+/** A progress bar handle. */
+export interface ProgressBar {
+  update(value: number, info?: Record<string, string | number>): void;
+  stop(): void;
+}
+
+/** How the experiment reports progress (the CLI draws bars; tests pass `silentReporter`). */
+export interface Reporter {
+  bar(label: string, total: number): ProgressBar;
+  log(message: string): void;
+}
+
+/** A reporter that prints nothing. */
+export const silentReporter: Reporter = {
+  bar: () => ({ update: () => {}, stop: () => {} }),
+  log: () => {},
+};
+
+/** Everything built from the config before training: world, retrieval, tokenizer, env factory, limits. */
+export interface Setup {
+  world: World;
+  index: BM25Index;
+  tokenizer: WordTokenizer;
+  makeEnv: EnvFactory;
+  limits: RolloutLimits;
+  gpt: GPTConfig;
+}
+
+/** Builds the world, its BM25 index, the word-level tokenizer and the env factory from a config. */
+export function setup(config: ExperimentConfig): Setup {
+  validateRewardConfig({ weights: config.reward.weights });
+  const world = buildWorld({ seed: config.run.seed, ...config.env.world });
+  const index = new BM25Index(world.passages);
+  const tokenizer = WordTokenizer.fromTexts([
+    ...worldTexts(world),
+    "question : Doc ( Title : ) error My previous action is invalid . If I want to search , I should put the query between and . If I want to give the final answer , I should put the answer between and . Let me try again . country facts area unknown",
+  ]);
+  const makeEnv: EnvFactory = () =>
+    new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns });
+  const limits: RolloutLimits = {
+    contextLength: config.policy.contextLength,
+    maxObservationTokens: config.env.maxObservationTokens,
+  };
+  const gpt: GPTConfig = {
+    vocabSize: tokenizer.vocabSize,
+    contextLength: config.policy.contextLength,
+    dModel: config.policy.dModel,
+    nLayers: config.policy.nLayers,
+    nHeads: config.policy.nHeads,
+    mlpRatio: config.policy.mlpRatio,
+  };
+  return { world, index, tokenizer, makeEnv, limits, gpt };
+}
+
+/** One row of the summary table. */
+export interface SummaryRow {
+  policy: string;
+  result: Omit<EvalResult, "trajectories">;
+}
+
+/** The experiment's final summary (also written to `summary.json`). */
+export interface ExperimentSummary {
+  run: string;
+  split: string;
+  rows: SummaryRow[];
+}
+
+/** Runs one evaluation and reports it on a bar. */
+async function evalRow(
+  label: string,
+  backend: EmbeddedBackend,
+  tasks: Task[],
+  mode: EvalMode,
+  s: Setup,
+  config: ExperimentConfig,
+  reporter: Reporter,
+): Promise<SummaryRow & { trajectories: Trajectory[] }> {
+  const bar = reporter.bar(`eval ${label}`, tasks.length);
+  let done = 0;
+  const r = await evaluate(tasks, backend.samplingClient(), s.tokenizer, s.makeEnv, s.limits, {
+    mode,
+    temperature: config.eval.temperature,
+    maxTokensPerTurn: config.rl.maxTokensPerTurn,
+    seed: config.run.seed + 7,
+    onEpisode: () => bar.update(++done),
+  });
+  bar.stop();
+  const { trajectories, ...result } = r;
+  return { policy: label, result, trajectories };
+}
+
+/** The held-out tasks evaluated (all, or the first `eval.maxTasks` of a seeded shuffle). */
+export function evalTasks(world: World, config: ExperimentConfig): Task[] {
+  const tasks = world.test;
+  if (config.eval.maxTasks === 0 || config.eval.maxTasks >= tasks.length) return tasks;
+  return new Rng(config.run.seed + 11).shuffle(tasks).slice(0, config.eval.maxTasks);
+}
+
+/**
+ * Runs the whole experiment: SFT, baselines, RL, final evaluation; writes the run folder.
+ * @returns the summary table
+ * @throws Error on invalid reward terms or a broken trajectory invariant
+ */
+export async function runExperiment(config: ExperimentConfig, reporter: Reporter = silentReporter): Promise<ExperimentSummary> {
+  const run = new RunDir(config.run.dir, config.run.name);
+  run.writeConfig(config);
+  const s = setup(config);
+  reporter.log(
+    `world: ${s.world.countries.length} countries, ${s.world.passages.length} passages, ` +
+      `${s.world.train.length} train / ${s.world.test.length} test questions; vocabulary ${s.tokenizer.vocabSize} tokens`,
+  );
+  const backend = await EmbeddedBackend.create(s.gpt, config.run.seed);
+
+  // Warm start.
+  const known = [...s.world.train, ...s.world.test].filter((t) => t.known === true);
+  const demos = await makeDemonstrations(
+    s.world.train,
+    known,
+    s.makeEnv,
+    s.tokenizer,
+    s.limits,
+    (a) => valuesOf(s.world, a as CountryAttribute),
+    { demosPerTask: config.sft.demosPerTask, personas: config.sft.personas, seed: config.run.seed },
+  );
+  reporter.log(`warm start: ${demos.length} demonstrations`);
+  const sftBar = reporter.bar("warm start (SFT)", config.sft.steps);
+  await trainSft(backend, demos, {
+    steps: config.sft.steps,
+    batchSize: config.sft.batchSize,
+    learningRate: config.sft.learningRate,
+    gradClip: config.rl.gradClip,
+    seed: config.run.seed,
+    onStep: (step, metrics, ms) => {
+      run.logMetrics("sft", step, metrics);
+      run.logTimings("sft", step, { step_ms: ms });
+      sftBar.update(step + 1, { loss: metrics.loss.toFixed(3) });
+    },
+  });
+  sftBar.stop();
+  await savePolicy(run.checkpoint("sft"), backend, s.tokenizer, s.gpt);
+
+  const tasks = evalTasks(s.world, config);
+  const rows: Array<SummaryRow & { trajectories: Trajectory[] }> = [];
+  rows.push(await evalRow("Direct", backend, tasks, "direct", s, config, reporter));
+  rows.push(await evalRow("RAG", backend, tasks, "rag", s, config, reporter));
+  rows.push(await evalRow("Warm start (SFT)", backend, tasks, "agent", s, config, reporter));
+
+  // RL.
+  let reference: EmbeddedBackend | undefined;
+  if (config.rl.klCoef > 0) {
+    reference = await EmbeddedBackend.create(s.gpt, config.run.seed);
+    await reference.load(run.checkpoint("sft"));
+  }
+  const rng = new Rng(config.run.seed + 1);
+  let order: Task[] = [];
+  const rlBar = reporter.bar("RL (GRPO)", config.rl.steps);
+  for (let step = 0; step < config.rl.steps; step++) {
+    if (order.length < config.rl.tasksPerStep) order = order.concat(rng.shuffle(s.world.train));
+    const batch = order.splice(0, config.rl.tasksPerStep);
+    const res = await rlStep(
+      { backend, reference, tokenizer: s.tokenizer, makeEnv: s.makeEnv, limits: s.limits, config },
+      batch,
+      rng.seed(),
+    );
+    run.logMetrics("rl", step, res.metrics);
+    run.logTimings("rl", step, res.timingsMs);
+    if (config.run.samplesPerStep > 0) {
+      run.writeSamples(`step-${step}`, res.groups.flatMap((g) => g.trajectories).slice(0, config.run.samplesPerStep));
+    }
+    if (config.run.checkpointEvery > 0 && (step + 1) % config.run.checkpointEvery === 0) {
+      await savePolicy(run.checkpoint(`step-${step + 1}`), backend, s.tokenizer, s.gpt);
+    }
+    rlBar.update(step + 1, {
+      reward: res.metrics["reward/mean"].toFixed(3),
+      em: res.metrics.em.toFixed(3),
+      searches: res.metrics.searches.toFixed(2),
+    });
+  }
+  rlBar.stop();
+  await savePolicy(run.checkpoint("final"), backend, s.tokenizer, s.gpt);
+  rows.push(await evalRow("RL (GRPO)", backend, tasks, "agent", s, config, reporter));
+
+  const summary: ExperimentSummary = {
+    run: run.path,
+    split: "test",
+    rows: rows.map(({ policy, result }) => ({ policy, result })),
+  };
+  run.writeSummary(summary);
+  for (const r of rows) run.writeSamples(`eval-${r.policy.replace(/[^A-Za-z0-9]+/g, "-").toLowerCase()}`, r.trajectories);
+  return summary;
+}

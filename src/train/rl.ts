@@ -1,0 +1,115 @@
+/**
+ * One RL step: rollout → reward → advantage → update. Each stage sits behind its own typed boundary (TurnGenerator
+ * + Env, reward terms, advantage estimator, TrainingBackend), so an inference engine, a reward or a training
+ * backend can be swapped without touching this file. Source: GRPO (Shao et al. 2024, DeepSeekMath §4.1),
+ * Dr.GRPO (Liu et al. 2025 §3.1), PPO clipped surrogate (Schulman et al. 2017), Search-R1 (observation masking).
+ */
+import type { Datum, Metrics, Task, Trajectory, TrajectoryGroup } from "../core/types.ts";
+import type { EnvFactory } from "../env/types.ts";
+import { grpoAdvantages } from "../algo/advantages.ts";
+import { assertTrajectory, trajectoryToDatum } from "../algo/datum.ts";
+import { computeReward, type RewardConfig } from "../reward/compose.ts";
+import { PolicyAgent } from "../rollout/agent.ts";
+import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
+import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { LossConfig, TrainingBackend } from "../policy/types.ts";
+import type { ExperimentConfig } from "./config.ts";
+import { episodeMetrics, mean } from "./metrics.ts";
+
+/** What an RL step needs besides its tasks. */
+export interface RlContext {
+  backend: TrainingBackend;
+  /** Frozen reference policy for the KL term (only when `rl.klCoef > 0`). */
+  reference?: TrainingBackend;
+  tokenizer: Tokenizer;
+  makeEnv: EnvFactory;
+  limits: RolloutLimits;
+  config: ExperimentConfig;
+  onEpisode?: (traj: Trajectory) => void;
+}
+
+/** Result of one RL step: per-step metrics (deterministic) and the step's groups (for samples). */
+export interface RlStepResult {
+  metrics: Metrics;
+  groups: TrajectoryGroup[];
+  timingsMs: Record<string, number>;
+}
+
+/** Runs one RL step on `tasks` with sampling seed `seed`. @throws Error on broken trajectory invariants */
+export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: number): Promise<RlStepResult> {
+  const { backend, tokenizer, config } = ctx;
+  const rl = config.rl;
+  const t0 = performance.now();
+
+  // 1. Rollout: G episodes per task with the current policy.
+  const agent = new PolicyAgent(backend.samplingClient(), tokenizer, {
+    temperature: rl.temperature,
+    maxTokensPerTurn: rl.maxTokensPerTurn,
+    stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
+  });
+  const groups = await rolloutGroups(tasks, ctx.makeEnv, agent, tokenizer, ctx.limits, {
+    groupSize: rl.groupSize,
+    seed,
+    onEpisode: ctx.onEpisode,
+  });
+  const t1 = performance.now();
+
+  // 2. Reward: every term kept on the trajectory.
+  const rewardConfig: RewardConfig = { weights: config.reward.weights };
+  for (const g of groups) for (const traj of g.trajectories) traj.reward = computeReward(traj, rewardConfig);
+
+  // 3. Advantage: group-relative (GRPO), or mean-centred only (Dr.GRPO).
+  const datums: Datum[] = [];
+  const advantages: number[] = [];
+  for (const g of groups) {
+    const adv = grpoAdvantages(
+      g.trajectories.map((t) => t.reward!.total),
+      { normalizeStd: rl.advantage === "grpo" },
+    );
+    g.trajectories.forEach((traj, i) => {
+      assertTrajectory(traj);
+      advantages.push(adv[i]);
+      datums.push(trajectoryToDatum(traj, adv[i]));
+    });
+  }
+  if (ctx.reference && rl.klCoef > 0) {
+    const ref = await ctx.reference.computeLogprobs(datums);
+    datums.forEach((d, i) => (d.refLogprobs = ref[i]));
+  }
+  const t2 = performance.now();
+
+  // 4. Update: split the batch into minibatches; the first is on-policy, later ones are clipped by PPO.
+  const lossConfig: LossConfig = {
+    clipLow: rl.clipLow,
+    clipHigh: rl.clipHigh,
+    klCoef: rl.klCoef,
+    normalization: rl.advantage === "drgrpo" ? "constant" : "tokens",
+    constantLength: rl.maxTokensPerTurn * config.env.maxTurns,
+  };
+  const update: Metrics[] = [];
+  const informative = datums.filter((_, i) => advantages[i] !== 0); // zero-advantage datums carry no gradient
+  const mbSize = Math.ceil(informative.length / rl.minibatches);
+  for (let start = 0; start < informative.length; start += mbSize) {
+    const fb = await backend.forwardBackward(informative.slice(start, start + mbSize), rl.lossFn, lossConfig);
+    const opt = await backend.optimStep({ learningRate: rl.learningRate, gradClip: rl.gradClip });
+    update.push({ loss: fb.loss, ...fb.metrics, ...opt });
+  }
+  const t3 = performance.now();
+
+  const trajectories = groups.flatMap((g) => g.trajectories);
+  const metrics: Metrics = {
+    ...episodeMetrics(trajectories),
+    "reward/std_within_group": mean(groups.map((g) => std(g.trajectories.map((t) => t.reward!.total)))),
+    "train/informative_fraction": informative.length / datums.length,
+  };
+  for (const key of ["loss", "kl", "entropy", "clip_fraction", "grad_norm", "ratio_mean"]) {
+    const vals = update.map((m) => m[key]).filter((v) => v !== undefined);
+    if (vals.length > 0) metrics[`train/${key}`] = mean(vals);
+  }
+  return { metrics, groups, timingsMs: { rollout: t1 - t0, reward_advantage: t2 - t1, update: t3 - t2 } };
+}
+
+function std(xs: number[]): number {
+  const m = mean(xs);
+  return Math.sqrt(mean(xs.map((x) => (x - m) ** 2)));
+}

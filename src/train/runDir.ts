@@ -1,0 +1,77 @@
+/**
+ * The run folder (`runs/<name>/`): resolved config, `metrics.jsonl` (one line per step, no wall-clock fields, so
+ * two runs with the same seed are byte-identical), `timings.jsonl` (wall-clock, ms), `samples/step-<n>.jsonl`,
+ * `checkpoints/<name>/` and `summary.json`.
+ */
+import { appendFileSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve, sep } from "node:path";
+import { stringify as toYaml } from "yaml";
+import type { Metrics, Trajectory } from "../core/types.ts";
+
+/** Writes one run's files. */
+export class RunDir {
+  readonly path: string;
+
+  /**
+   * @param root folder of runs; @param name run name (letters, digits, `.`, `_`, `-`)
+   * @throws Error when the name would escape the root folder
+   */
+  constructor(root: string, name: string, opts: { fresh: boolean } = { fresh: true }) {
+    const base = resolve(root);
+    this.path = resolve(base, name);
+    if (!this.path.startsWith(base + sep) || !/^[A-Za-z0-9._-]+$/.test(name) || name === "." || name === "..") {
+      throw new Error(`run.name: ${JSON.stringify(name)} is not a plain folder name inside ${base}`);
+    }
+    if (opts.fresh) rmSync(this.path, { recursive: true, force: true });
+    mkdirSync(join(this.path, "samples"), { recursive: true });
+    mkdirSync(join(this.path, "checkpoints"), { recursive: true });
+  }
+
+  /** Path of a checkpoint folder by name (e.g. `sft`, `step-10`). */
+  checkpoint(name: string): string {
+    return join(this.path, "checkpoints", name);
+  }
+
+  writeConfig(config: unknown): void {
+    this.atomicWrite("config.yaml", toYaml(config));
+  }
+
+  /** Appends one metrics line. Keys are sorted so the bytes depend only on the values. */
+  logMetrics(stage: string, step: number, metrics: Metrics): void {
+    const sorted = Object.fromEntries(Object.entries(metrics).sort(([a], [b]) => (a < b ? -1 : 1)));
+    appendFileSync(join(this.path, "metrics.jsonl"), JSON.stringify({ stage, step, ...sorted }) + "\n");
+  }
+
+  /** Appends one wall-clock line (ms). */
+  logTimings(stage: string, step: number, timings: Record<string, number>): void {
+    appendFileSync(join(this.path, "timings.jsonl"), JSON.stringify({ stage, step, ...timings }) + "\n");
+  }
+
+  /** Writes trajectories readably (question, turns, answer, reward) to `samples/<name>.jsonl`. */
+  writeSamples(name: string, trajectories: Trajectory[]): void {
+    const lines = trajectories.map((t) =>
+      JSON.stringify({
+        task: t.task.id,
+        question: t.task.question,
+        gold: t.task.answers,
+        known: t.task.known,
+        turns: t.turns.map((turn) => ({ action: turn.actionText, observation: turn.observation })),
+        answer: t.answer,
+        reward: t.reward,
+      }),
+    );
+    this.atomicWrite(join("samples", `${name}.jsonl`), lines.join("\n") + "\n");
+  }
+
+  writeSummary(summary: unknown): void {
+    this.atomicWrite("summary.json", JSON.stringify(summary, null, 2) + "\n");
+  }
+
+  /** Temp file + rename, so a crash never leaves a half-written file. */
+  private atomicWrite(rel: string, text: string): void {
+    const target = join(this.path, rel);
+    const tmp = `${target}.tmp-${process.pid}`;
+    writeFileSync(tmp, text);
+    renameSync(tmp, target);
+  }
+}

@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, applyOverrides, resolveConfig } from "../src/train/config.ts";
+
+describe("config", () => {
+  it("fills every default from an empty document", () => {
+    const c = resolveConfig({});
+    expect(c.rl.groupSize).toBe(8);
+    expect(c.env.topK).toBe(3);
+    expect(c.env.maxTurns).toBe(4);
+    expect(c.reward.weights.em).toBe(1);
+  });
+
+  it("errors name the field, the allowed values and what was given", () => {
+    const err = (raw: unknown) => {
+      try {
+        resolveConfig(raw);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ConfigError);
+        return (e as Error).message;
+      }
+      throw new Error("expected a ConfigError");
+    };
+    expect(err({ rl: { groupSize: -3 } })).toContain("rl.groupSize: expected a number ≥ 2, got -3");
+    expect(err({ rl: { groupSize: 2.5 } })).toContain("rl.groupSize: expected integer");
+    expect(err({ rl: { lossFn: "dpo" } })).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", got "dpo"');
+    expect(err({ rl: { grupSize: 4 } })).toContain("rl: unknown field(s) grupSize");
+    expect(err({ policy: { dModel: 30, nHeads: 4 } })).toContain("policy.nHeads");
+  });
+
+  it("flag overrides set nested fields with YAML scalars", () => {
+    const raw = applyOverrides({ rl: { steps: 3 } }, { "rl.groupSize": "4", "policy.dModel": "64", "rl.lossFn": "importance_sampling" });
+    const c = resolveConfig(raw);
+    expect(c.rl.groupSize).toBe(4);
+    expect(c.rl.steps).toBe(3);
+    expect(c.policy.dModel).toBe(64);
+    expect(c.rl.lossFn).toBe("importance_sampling");
+  });
+});
