@@ -56,7 +56,7 @@ export function setup(config: ExperimentConfig): Setup {
   const index = new BM25Index(world.passages);
   const tokenizer = WordTokenizer.fromTexts([
     ...worldTexts(world),
-    "question : Doc ( Title : ) error My previous action is invalid . If I want to search , I should put the query between and . If I want to give the final answer , I should put the answer between and . Let me try again . country facts area unknown",
+    "question : Doc ( Title : ) error tool search : My previous action is invalid . If I want to search , I should put the query between and . If I want to give the final answer , I should put the answer between and . Let me try again . country facts area unknown",
   ]);
   const makeEnv: EnvFactory = () =>
     new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns });

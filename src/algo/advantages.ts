@@ -1,0 +1,52 @@
+/**
+ * Group-relative advantages (GRPO, Shao et al. 2024; Dr.GRPO, Liu et al. 2025 §3.1) on plain arrays, mirroring verl
+ * `verl/trainer/ppo/core_algos.py` `compute_grpo_outcome_advantage`.
+ */
+
+/** Options of `grpoAdvantages`. */
+export interface GrpoOptions {
+  /** true: divide by the group std (GRPO); false: only subtract the mean (Dr.GRPO). */
+  normalizeStd: boolean;
+  /** Added to the std before dividing (verl `epsilon`); default 1e-6. */
+  eps?: number;
+}
+
+/**
+ * Outcome advantages of one group of trajectories sampled for the same task.
+ * - `normalizeStd: true` (GRPO): `(r − mean) / (std + eps)` with `std` the UNBIASED sample std (divisor n − 1),
+ *   because verl uses `torch.std`, whose default is Bessel-corrected.
+ * - `normalizeStd: false` (Dr.GRPO, Liu et al. 2025 §3.1): `r − mean`.
+ * A group of size 1 gets `[0]` (no within-group comparison). Note verl instead uses mean 0, std 1 there, giving
+ * `r / (1 + eps)`. An all-equal group gets all zeros.
+ * @param rewards total rewards `[group]`
+ * @returns advantages `[group]` (reward units, or reward-std units when normalised)
+ * @throws Error when a reward is not finite
+ */
+export function grpoAdvantages(rewards: readonly number[], options: GrpoOptions): number[] {
+  const eps = options.eps ?? 1e-6;
+  rewards.forEach((r, i) => {
+    if (!Number.isFinite(r)) throw new Error(`grpoAdvantages: rewards[${i}] is not finite (${r})`);
+  });
+  const n = rewards.length;
+  if (n <= 1) return rewards.map(() => 0);
+  const mean = rewards.reduce((a, b) => a + b, 0) / n;
+  const centred = rewards.map((r) => r - mean);
+  if (!options.normalizeStd) return centred;
+  const std = Math.sqrt(centred.reduce((a, d) => a + d * d, 0) / (n - 1));
+  return centred.map((d) => d / (std + eps));
+}
+
+/**
+ * Broadcasts a trajectory's scalar advantage onto its loss-masked tokens (outcome supervision: every sampled token
+ * shares the advantage; verl multiplies by `response_mask`).
+ * @param advantage the trajectory's advantage
+ * @param lossMask `[seq]` of 0/1
+ * @returns `[seq]`: `advantage` where the mask is 1, else 0
+ * @throws Error when a mask entry is not 0 or 1
+ */
+export function tokenAdvantages(advantage: number, lossMask: readonly number[]): number[] {
+  return lossMask.map((m, i) => {
+    if (m !== 0 && m !== 1) throw new Error(`tokenAdvantages: lossMask[${i}] = ${m}, expected 0 or 1`);
+    return m === 1 ? advantage : 0;
+  });
+}

@@ -1,0 +1,150 @@
+/**
+ * The search environment: Search-R1's multi-turn protocol (`<search>` → `<information>` → … → `<answer>`) over any
+ * retriever. Source: Search-R1 `search_r1/llm_agent/generation.py` (`run_llm_loop`, `execute_predictions`).
+ */
+import { z } from "zod";
+import type { Passage, StepResult, Task } from "../../core/types.ts";
+import {
+  INVALID_ACTION_OBSERVATION,
+  formatPassages,
+  informationObservation,
+  parseSearchR1Action,
+} from "../../env/searchR1.ts";
+import { callTool, tool, type Tool } from "../../env/tool.ts";
+import type { Env } from "../../env/types.ts";
+import { BM25Index } from "../../retrieval/bm25.ts";
+import { loadCorpus } from "../../retrieval/corpus.ts";
+
+/** Anything that returns the `topK` best passages for a query, best first (BM25Index, a remote retriever…). */
+export interface Retriever {
+  search(query: string, topK: number): Passage[] | Promise<Passage[]>;
+}
+
+/**
+ * Config of `SearchEnv`.
+ * - `retriever`: the search backend;
+ * - `topK`: passages per search (positive integer; default 3, Search-R1 `GenerationConfig.topk`);
+ * - `maxTurns`: policy turns per episode (positive integer; default 4); the episode ends truncated when the
+ *   `maxTurns`-th turn is not an answer;
+ * - `timeoutMs`: limit of one retrieval call in milliseconds (default 10 000).
+ */
+export interface SearchEnvConfig {
+  retriever: Retriever;
+  topK?: number;
+  maxTurns?: number;
+  timeoutMs?: number;
+}
+
+/** Arguments of the search tool the env calls (validated, so a bad query is an error string, not a crash). */
+const SEARCH_INPUT = z.object({ query: z.string().min(1), topK: z.number().int().positive() });
+
+/** Counters of the current episode. */
+export interface SearchEnvStats {
+  turns: number;
+  searches: number;
+  invalidActions: number;
+}
+
+/** The prompt `reset` returns: `question : {question}\n` (short, for a tiny word-level policy). */
+export function searchPrompt(question: string): string {
+  return `question : ${question}\n`;
+}
+
+/**
+ * One Search-R1 episode at a time.
+ * `step(text)`: a search retrieves `topK` passages and observes `\n\n<information>Doc 1(Title: …) …</information>\n\n`
+ * (`info.passages` set); an answer ends the episode (observation ''); an invalid turn observes Search-R1's
+ * corrective text and is counted; a failing/timing-out retriever observes `\n\n<information>error: …</information>\n\n`
+ * with `info.error`. When the `maxTurns`-th turn is not an answer the episode ends with `info.truncated` and
+ * observation '' (that last search is not run, like Search-R1's final `do_search=False` round).
+ */
+export class SearchEnv implements Env {
+  private readonly topK: number;
+  private readonly maxTurns: number;
+  private readonly timeoutMs: number;
+  private readonly searchTool: Tool<typeof SEARCH_INPUT, Passage[]>;
+  private task: Task | null = null;
+  private done = false;
+  private counts: SearchEnvStats = { turns: 0, searches: 0, invalidActions: 0 };
+
+  /** @throws Error when topK, maxTurns or timeoutMs is not a positive integer (naming the field) */
+  constructor(config: SearchEnvConfig) {
+    this.topK = config.topK ?? 3;
+    this.maxTurns = config.maxTurns ?? 4;
+    this.timeoutMs = config.timeoutMs ?? 10_000;
+    for (const [k, v] of Object.entries({ topK: this.topK, maxTurns: this.maxTurns, timeoutMs: this.timeoutMs })) {
+      if (!Number.isInteger(v) || v <= 0) throw new Error(`SearchEnvConfig.${k} must be a positive integer, got ${v}`);
+    }
+    const retriever = config.retriever;
+    this.searchTool = tool({
+      name: "search",
+      description: "Retrieve the top-k passages for a query (BM25).",
+      inputSchema: SEARCH_INPUT,
+      execute: async ({ query, topK }) => retriever.search(query, topK),
+    });
+  }
+
+  /** Counters of the current episode (a copy). */
+  get stats(): SearchEnvStats {
+    return { ...this.counts };
+  }
+
+  /** The current task, or null before the first reset. */
+  get currentTask(): Task | null {
+    return this.task;
+  }
+
+  /**
+   * Starts an episode on `task`; returns `searchPrompt(task.question)`.
+   * @throws Error when task.question is missing or blank
+   */
+  async reset(task: Task): Promise<string> {
+    if (typeof task?.question !== "string" || task.question.trim() === "") {
+      throw new Error(`SearchEnv.reset: task.question must be a non-empty string (task id ${task?.id})`);
+    }
+    this.task = task;
+    this.done = false;
+    this.counts = { turns: 0, searches: 0, invalidActions: 0 };
+    return searchPrompt(task.question);
+  }
+
+  /**
+   * Applies one policy turn (see the class doc). Never throws on model output or retriever failure.
+   * @throws Error when called before `reset` or after the episode ended (a caller bug)
+   */
+  async step(actionText: string): Promise<StepResult> {
+    if (this.task === null) throw new Error("SearchEnv.step: call reset(task) first");
+    if (this.done) throw new Error("SearchEnv.step: the episode is done; call reset(task) to start another");
+    const action = parseSearchR1Action(actionText);
+    this.counts.turns++;
+    if (action.type === "invalid") this.counts.invalidActions++;
+    if (action.type === "search") this.counts.searches++;
+
+    if (action.type === "answer") {
+      this.done = true;
+      return { observation: "", done: true, info: { action } };
+    }
+    if (this.counts.turns >= this.maxTurns) {
+      this.done = true;
+      return { observation: "", done: true, info: { action, truncated: true } };
+    }
+    if (action.type === "invalid") {
+      return { observation: INVALID_ACTION_OBSERVATION, done: false, info: { action } };
+    }
+    const res = await callTool(this.searchTool, { query: action.query, topK: this.topK }, { timeoutMs: this.timeoutMs });
+    if (!res.ok) {
+      return { observation: informationObservation(`error: ${res.error}`), done: false, info: { action, error: res.error } };
+    }
+    const passages = res.value.slice(0, this.topK);
+    return { observation: informationObservation(formatPassages(passages)), done: false, info: { action, passages } };
+  }
+}
+
+/**
+ * Loads a wiki-18 JSONL corpus, indexes it with BM25 and returns the `topK` best passages for `query` (for the
+ * `arl search` command). The index is rebuilt on each call.
+ * @throws Error from `loadCorpus` (file, line, field) or when topK is not a positive integer
+ */
+export async function searchCorpus(file: string, query: string, topK: number): Promise<Passage[]> {
+  return new BM25Index(await loadCorpus(file)).search(query, topK);
+}

@@ -1,0 +1,63 @@
+import { describe, expect, it } from "vitest";
+import type { Action } from "../src/core/types.ts";
+import {
+  INVALID_ACTION_OBSERVATION,
+  formatPassages,
+  informationObservation,
+  parseSearchR1Action,
+} from "../src/env/searchR1.ts";
+
+describe("parseSearchR1Action", () => {
+  const valid: [string, string, Action][] = [
+    ["valid search", "<search> capital of  france </search>", { type: "search", query: "capital of france" }],
+    ["valid answer", "<answer>paris</answer>", { type: "answer", answer: "paris" }],
+    ["think then search", "<think> i need the capital </think>\n<search> france </search>", { type: "search", query: "france" }],
+    ["two actions → the first", "<search> a </search> <answer> b </answer>", { type: "search", query: "a" }],
+    ["answer before search → the answer", "<answer> b </answer><search> a </search>", { type: "answer", answer: "b" }],
+    ["text after answer ignored", "<answer> paris </answer> and some more text", { type: "answer", answer: "paris" }],
+    ["multi-line contents collapsed", "<answer>\n united\n  states \n</answer>", { type: "answer", answer: "united states" }],
+    ["tags inside think ignored", "<think> <answer> x </answer> </think> <search> y </search>", { type: "search", query: "y" }],
+    ["stray closing tag before is ignored", "</answer> <search> q </search>", { type: "search", query: "q" }],
+  ];
+  it.each(valid)("%s", (_name, text, expected) => {
+    expect(parseSearchR1Action(text)).toEqual(expected);
+  });
+
+  const invalid: [string, string, RegExp][] = [
+    ["malformed (no tags)", "the capital is paris", /^no action/],
+    ["misspelt tag", "< search > q </search>", /^no action/],
+    ["only think", "<think> hmm </think>", /^no action/],
+    ["empty text", "", /^no action/],
+    ["unclosed search", "<search> capital of france", /^unclosed <search>/],
+    ["unclosed answer", "<answer> paris", /^unclosed <answer>/],
+    ["nested", "<search> <answer> x </answer> </search>", /^nested action: <answer> inside <search>/],
+    ["unclosed then answer", "<search> q <answer> a </answer>", /^nested action/],
+    ["mismatched close", "<search> q </answer>", /^mismatched tags/],
+    ["empty query", "<search>   </search>", /^empty query/],
+    ["empty answer", "<answer></answer>", /^empty answer/],
+  ];
+  it.each(invalid)("%s → invalid", (_name, text, reason) => {
+    const a = parseSearchR1Action(text);
+    expect(a.type).toBe("invalid");
+    if (a.type === "invalid") expect(a.reason).toMatch(reason);
+  });
+});
+
+describe("Search-R1 strings", () => {
+  it("corrective observation is verbatim", () => {
+    expect(INVALID_ACTION_OBSERVATION).toBe(
+      "\nMy previous action is invalid. If I want to search, I should put the query between <search> and </search>. If I want to give the final answer, I should put the answer between <answer> and </answer>. Let me try again.\n",
+    );
+  });
+  it("formatPassages and the information wrapper (_passages2string + strip)", () => {
+    const s = formatPassages([
+      { id: "1", title: "France", text: "france is a country ." },
+      { id: "2", title: "Paris", text: "paris is a city ." },
+    ]);
+    expect(s).toBe("Doc 1(Title: France) france is a country .\nDoc 2(Title: Paris) paris is a city .\n");
+    expect(informationObservation(s)).toBe(
+      "\n\n<information>Doc 1(Title: France) france is a country .\nDoc 2(Title: Paris) paris is a city .</information>\n\n",
+    );
+    expect(formatPassages([])).toBe("");
+  });
+});
