@@ -30,8 +30,8 @@ describe("loadCorpus", () => {
 
 describe("loadQA", () => {
   it("NQ-open", async () => {
-    const ts = await loadQA("data/nq-open-dev-200.jsonl");
-    expect(ts).toHaveLength(200);
+    const ts = await loadQA("data/nq-open-dev.jsonl");
+    expect(ts).toHaveLength(3610);
     expect(ts[0]).toMatchObject({ id: "nq:0", kind: "nq", question: "when was the last time anyone was on the moon" });
     expect(ts[0].answers).toEqual(["14 December 1972 UTC", "December 1972"]);
     expect(ts[0].known).toBeUndefined();
