@@ -203,6 +203,8 @@ program
 
 try {
   await program.parseAsync(rest, { from: "user" });
+  // jax-js's worker threads (src/policy/embedded/threads.ts) can keep the event loop alive after the work is done.
+  process.exit(0);
 } catch (e) {
   if (e instanceof CommanderError) process.exit(e.exitCode);
   console.error(e instanceof ConfigError ? e.message : `error: ${(e as Error).message}`);

@@ -50,10 +50,11 @@ export const PolicyConfig = z
 
 export const SftConfig = z
   .object({
-    steps: int(0, "Warm-start (SFT) optimizer steps.").default(300),
+    steps: int(0, "Warm-start (SFT) optimizer steps.").default(1000),
     batchSize: int(1, "Demonstrations per SFT step.").default(32),
     learningRate: z.number().positive().default(3e-3).describe("Adam learning rate of SFT."),
-    demosPerTask: int(1, "Demonstrations generated per training question.").default(3),
+    demosPerTask: int(1, "Demonstrations generated per training question and world.").default(2),
+    counterfactualWorlds: int(0, "Extra demonstration worlds whose unknown facts are permuted, so the policy learns to read evidence instead of memorising answers.").default(3),
     personas: z
       .object({
         careful: z.number().min(0).default(0.3).describe("Searches only when the fact is unknown; good queries."),

@@ -7,7 +7,7 @@ import { Rng } from "../core/rng.ts";
 import type { Task, Trajectory } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
 import { SearchEnv } from "../envs/search/env.ts";
-import { buildWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
+import { buildWorld, counterfactualWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { validateRewardConfig } from "../reward/compose.ts";
 import type { RolloutLimits } from "../rollout/rollout.ts";
@@ -136,15 +136,24 @@ export async function runExperiment(config: ExperimentConfig, reporter: Reporter
 
   // Warm start.
   const known = [...s.world.train, ...s.world.test].filter((t) => t.known === true);
-  const demos = await makeDemonstrations(
-    s.world.train,
-    known,
-    s.makeEnv,
-    s.tokenizer,
-    s.limits,
-    (a) => valuesOf(s.world, a as CountryAttribute),
-    { demosPerTask: config.sft.demosPerTask, personas: config.sft.personas, seed: config.run.seed },
-  );
+  const demos: Trajectory[] = [];
+  for (let k = 0; k <= config.sft.counterfactualWorlds; k++) {
+    // World 0 is the real one; the others permute the unknown facts (see counterfactualWorld).
+    const world = k === 0 ? s.world : counterfactualWorld(s.world, config.run.seed * 1000 + k);
+    const index = k === 0 ? s.index : new BM25Index(world.passages);
+    const makeEnv: EnvFactory = () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns });
+    demos.push(
+      ...(await makeDemonstrations(
+        world.train,
+        known.map((t) => world.train.concat(world.test).find((x) => x.id === t.id) ?? t), // known facts are the same in every world
+        makeEnv,
+        s.tokenizer,
+        s.limits,
+        (a) => valuesOf(world, a as CountryAttribute),
+        { demosPerTask: config.sft.demosPerTask, personas: config.sft.personas, seed: config.run.seed + 100 * k },
+      )),
+    );
+  }
   reporter.log(`warm start: ${demos.length} demonstrations`);
   const sftBar = reporter.bar("warm start (SFT)", config.sft.steps);
   await trainSft(backend, demos, {

@@ -38,7 +38,11 @@ export class RunDir {
 
   /** Appends one metrics line. Keys are sorted so the bytes depend only on the values. */
   logMetrics(stage: string, step: number, metrics: Metrics): void {
-    const sorted = Object.fromEntries(Object.entries(metrics).sort(([a], [b]) => (a < b ? -1 : 1)));
+    const sorted = Object.fromEntries(
+      Object.entries(metrics)
+        .filter(([k]) => k !== "stage" && k !== "step") // the line's own keys win (optimizers report a `step` too)
+        .sort(([a], [b]) => (a < b ? -1 : 1)),
+    );
     appendFileSync(join(this.path, "metrics.jsonl"), JSON.stringify({ stage, step, ...sorted }) + "\n");
   }
 

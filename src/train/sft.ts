@@ -70,12 +70,12 @@ export async function trainSft(backend: TrainingBackend, demos: readonly Traject
   if (demos.length === 0) throw new Error("sft: no demonstrations to train on");
   const datums: Datum[] = demos.map((t) => trajectoryToDatum(t, 0));
   const rng = new Rng(options.seed);
-  let order: number[] = [];
+  let batches: Datum[][] = [];
   const warmup = Math.max(1, Math.round(options.steps * 0.05));
   for (let step = 0; step < options.steps; step++) {
     const t0 = performance.now();
-    if (order.length < options.batchSize) order = order.concat(rng.shuffle(datums.map((_, i) => i)));
-    const batch = order.splice(0, options.batchSize).map((i) => datums[i]);
+    if (batches.length === 0) batches = lengthGroupedBatches(datums, options.batchSize, rng);
+    const batch = batches.shift()!;
     const progress = step / Math.max(1, options.steps - 1);
     const lr =
       options.learningRate * (step < warmup ? (step + 1) / warmup : 0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * progress)));
@@ -83,4 +83,20 @@ export async function trainSft(backend: TrainingBackend, demos: readonly Traject
     const opt = await backend.optimStep({ learningRate: lr, gradClip: options.gradClip });
     options.onStep?.(step, { loss: fb.loss, lr, ...opt }, performance.now() - t0);
   }
+}
+
+/**
+ * One epoch of batches with similar lengths (a bucket sampler): shuffle, cut into pools of 8 batches, sort each
+ * pool by length, cut into batches, shuffle the batch order. Batches are padded to their longest datum, so grouping
+ * by length saves most of the padding compute while the order stays random.
+ */
+export function lengthGroupedBatches<T extends { targetTokens: readonly number[] }>(items: readonly T[], batchSize: number, rng: Rng): T[][] {
+  const shuffled = rng.shuffle(items);
+  const batches: T[][] = [];
+  const pool = batchSize * 8;
+  for (let start = 0; start < shuffled.length; start += pool) {
+    const sorted = shuffled.slice(start, start + pool).sort((a, b) => a.targetTokens.length - b.targetTokens.length);
+    for (let i = 0; i < sorted.length; i += batchSize) batches.push(sorted.slice(i, i + batchSize));
+  }
+  return rng.shuffle(batches);
 }

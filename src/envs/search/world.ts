@@ -302,3 +302,30 @@ export function worldTexts(world: World): string[] {
     ...tasks.flatMap((t) => t.answers),
   ];
 }
+
+/**
+ * A counterfactual copy of a world for warm-start demonstrations: the facts of the non-popular countries are
+ * permuted among them (each of capital, currency, region and area independently, seeded), passages and questions
+ * are rewritten to match, and the train/test membership of every question id is kept. Popular countries are
+ * untouched, so the policy's parametric knowledge stays consistent.
+ *
+ * Why: a tiny policy trained on a few hundred demonstrations memorises question → answer instead of learning to
+ * read the retrieved passage. When the same unknown question has a different answer in each world, only reading
+ * the evidence fits the demonstrations (counterfactual augmentation, as in knowledge-conflict training).
+ * Never used for RL or evaluation, which run in the real world.
+ * @throws Error when `seed` is not an integer
+ */
+export function counterfactualWorld(world: World, seed: number): World {
+  if (!Number.isInteger(seed)) throw new Error(`counterfactualWorld: seed must be an integer, got ${seed}`);
+  const rng = stream(seed, "counterfactual");
+  const countries = world.countries.map((c) => ({ ...c }));
+  const unknown = countries.filter((c) => !c.popular);
+  for (const key of ["capital", "currency", "region", "area"] as const) {
+    const values = rng.shuffle(unknown.map((c) => c[key]));
+    unknown.forEach((c, i) => ((c as Record<typeof key, string | number>)[key] = values[i]));
+  }
+  for (const c of unknown) c.currencyCode = "";
+  const byId = new Map(makeQuestions(countries, world.config).map((t) => [t.id, t]));
+  const keep = (tasks: Task[]) => tasks.flatMap((t) => (byId.has(t.id) ? [byId.get(t.id)!] : []));
+  return { config: world.config, passages: countries.flatMap(countryPassages), countries, train: keep(world.train), test: keep(world.test) };
+}

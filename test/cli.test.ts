@@ -1,0 +1,65 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const repo = resolve(import.meta.dirname, "..");
+const shared = resolve(repo, "data");
+const arl = (...args: string[]) => {
+  const r = spawnSync(process.execPath, [join(repo, "bin", "arl.mjs"), ...args], { cwd: repo, encoding: "utf8", timeout: 240_000 });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+};
+
+describe("arl CLI", () => {
+  it("every command has --help", () => {
+    for (const cmd of ["train", "eval", "rollout", "search"]) {
+      const r = arl(cmd, "--help");
+      expect(r.code, r.err).toBe(0);
+      expect(r.out).toContain(`Usage: arl ${cmd}`);
+    }
+  });
+
+  it("config errors name the field and the allowed values, exit code 2", () => {
+    const r = arl("train", "--rl.lossFn", "dpo", "--print-config");
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", got "dpo"');
+    const ok = arl("train", "--rl.groupSize=4", "--print-config");
+    expect(ok.code, ok.err).toBe(0);
+    expect(JSON.parse(ok.out).rl.groupSize).toBe(4);
+  });
+
+  it("search ranks the real wiki-18 sample", () => {
+    const r = arl("search", "--corpus", join(shared, "wiki18-sample-1000.jsonl"), "-k", "2", "radio");
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^1\. \[\d+\.\d+\] /m);
+    expect(r.out).toMatch(/^2\. /m);
+    expect(r.out.toLowerCase()).toContain("radio");
+  });
+
+  it("rollout prints scripted episodes readably", () => {
+    const r = arl("rollout", "--persona", "careful", "-n", "2");
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toContain("question:");
+    expect(r.out).toContain("reward:");
+  });
+
+  it("train --smoke, then eval of Direct and RAG on NQ-open and Bamboogle with the wiki-18 corpus", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arl-cli-"));
+    const t = arl("train", "--smoke", "--run.dir", dir);
+    expect(t.code, t.err).toBe(0);
+    expect(t.out).toContain("RL (GRPO)");
+    const ckpt = join(dir, "smoke", "checkpoints", "final");
+    expect(existsSync(ckpt)).toBe(true);
+    for (const data of ["nq-open-dev.jsonl", "bamboogle.jsonl"]) {
+      const e = arl("eval", "--checkpoint", ckpt, "--data", join(shared, data), "--corpus", join(shared, "wiki18-sample-1000.jsonl"), "--modes", "direct,rag", "--limit", "10");
+      expect(e.code, e.err).toBe(0);
+      expect(e.out).toContain("10 questions from");
+      expect(e.out).toContain("Direct");
+      expect(e.out).toContain("RAG");
+    }
+    const w = arl("eval", "--checkpoint", ckpt, "--limit", "5");
+    expect(w.code, w.err).toBe(0);
+    expect(w.out).toContain("policy");
+  });
+});
