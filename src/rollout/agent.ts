@@ -90,21 +90,26 @@ export class PolicyAgent implements TurnGenerator {
   }
 }
 
+/** A scripted turn: its text, and whether it is trained on (a forced turn is context only, loss mask 0). */
+export type ScriptedTurn = string | { text: string; trained: boolean };
+
 /**
  * A scripted agent writes turns as text (warm-start demonstrations). Its tokens are trained on with cross entropy
- * (loss mask 1); logprobs are 0 since nothing was sampled.
+ * (loss mask 1) unless the script marks a turn untrained; logprobs are 0 since nothing was sampled.
  */
 export class ScriptedAgent implements TurnGenerator {
   constructor(
     private readonly tokenizer: Tokenizer,
-    private readonly script: (ctx: TurnContext) => string,
+    private readonly script: (ctx: TurnContext) => ScriptedTurn,
   ) {}
 
   async generate(_context: number[], ctx: TurnContext): Promise<GeneratedTurn> {
-    const tokens = this.tokenizer.encode(this.script(ctx)).slice(0, ctx.budget);
+    const turn = this.script(ctx);
+    const { text, trained } = typeof turn === "string" ? { text: turn, trained: true } : turn;
+    const tokens = this.tokenizer.encode(text).slice(0, ctx.budget);
     return {
       tokens,
-      lossMask: tokens.map(() => 1),
+      lossMask: tokens.map(() => (trained ? 1 : 0)),
       logprobs: tokens.map(() => 0),
       stopReason: tokens.length === ctx.budget ? "context" : "stop",
     };

@@ -53,17 +53,17 @@ export const SftConfig = z
     steps: int(0, "Warm-start (SFT) optimizer steps.").default(1000),
     batchSize: int(1, "Demonstrations per SFT step.").default(32),
     learningRate: z.number().positive().default(3e-3).describe("Adam learning rate of SFT."),
-    demosPerTask: int(1, "Demonstrations generated per training question and world.").default(2),
+    demosPerTask: int(1, "Demonstrations generated per training question and world.").default(3),
     counterfactualWorlds: int(0, "Extra demonstration worlds whose unknown facts are permuted, so the policy learns to read evidence instead of memorising answers.").default(3),
     personas: z
       .object({
-        careful: z.number().min(0).default(0.3).describe("Searches only when the fact is unknown; good queries."),
-        overSearcher: z.number().min(0).default(0.15).describe("Always searches, even for known facts."),
-        guesser: z.number().min(0).default(0.4).describe("Never searches; guesses unknown facts."),
+        careful: z.number().min(0).default(0.2).describe("Searches only when the fact is unknown; good queries."),
+        overSearcher: z.number().min(0).default(0.1).describe("Always searches, even for known facts."),
+        guesser: z.number().min(0).default(0.55).describe("Never searches; guesses unknown facts."),
         poorQuery: z.number().min(0).default(0.15).describe("First writes a vague query, then recovers or guesses."),
       })
       .strict()
-      .default({ careful: 0.3, overSearcher: 0.15, guesser: 0.4, poorQuery: 0.15 }),
+      .default({ careful: 0.2, overSearcher: 0.1, guesser: 0.55, poorQuery: 0.15 }),
   })
   .strict();
 
@@ -80,6 +80,9 @@ export const RlConfig = z
     clipHigh: z.number().min(0).default(0.2).describe("PPO clip: ratio ≤ 1 + clipHigh."),
     klCoef: z.number().min(0).default(0).describe("k3 KL-to-reference coefficient (0 = off)."),
     advantage: z.enum(["grpo", "drgrpo"]).default("grpo").describe("grpo: (r−mean)/std, token-mean loss; drgrpo: r−mean, constant-length loss."),
+    counterfactualWorlds: int(0, "RL also samples questions from this many copies of the world with permuted unknown facts (0 = the real world only).").default(8),
+    ptxCoef: z.number().min(0).default(1).describe("Weight of warm-start replay (cross entropy on the known-fact demonstrations) in each update; 0 = off (PPO-ptx, InstructGPT §3.5)."),
+    ptxBatchSize: int(1, "Demonstrations replayed per update when ptxCoef > 0.").default(16),
     minibatches: int(1, "Optimizer steps per RL step (the batch is split; later ones are off-policy and clipped).").default(2),
     gradClip: z.number().min(0).default(1).describe("Global gradient-norm clip (0 = off)."),
   })

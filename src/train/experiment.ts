@@ -18,6 +18,7 @@ import { savePolicy } from "./checkpoint.ts";
 import type { ExperimentConfig } from "./config.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
 import { rlStep } from "./rl.ts";
+import { trajectoryToDatum } from "../algo/datum.ts";
 import { RunDir } from "./runDir.ts";
 import { makeDemonstrations, trainSft } from "./sft.ts";
 
@@ -150,7 +151,13 @@ export async function runExperiment(config: ExperimentConfig, reporter: Reporter
         s.tokenizer,
         s.limits,
         (a) => valuesOf(world, a as CountryAttribute),
-        { demosPerTask: config.sft.demosPerTask, personas: config.sft.personas, seed: config.run.seed + 100 * k },
+        {
+          // Habits (personas) come from the real world only; counterfactual worlds teach reading the evidence.
+          demosPerTask: k === 0 ? config.sft.demosPerTask : 0,
+          personas: config.sft.personas,
+          reading: k > 0, // real-world answers are left to search, not memorised from reading demonstrations
+          seed: config.run.seed + 100 * k,
+        },
       )),
     );
   }
@@ -183,14 +190,26 @@ export async function runExperiment(config: ExperimentConfig, reporter: Reporter
     reference = await EmbeddedBackend.create(s.gpt, config.run.seed);
     await reference.load(run.checkpoint("sft"));
   }
+  // Replay for PPO-ptx: the warm-start demonstrations of known facts (the policy's parametric knowledge).
+  const replayDatums = demos.filter((t) => t.task.known === true && t.searches === 0).map((t) => trajectoryToDatum(t, 0));
+  const replayRng = new Rng(config.run.seed + 2);
+  const replay = replayDatums.length > 0 ? { datums: replayDatums, next: () => replayRng.int(replayDatums.length) } : undefined;
+  // RL worlds: the real one plus `rl.counterfactualWorlds` copies whose unknown facts are permuted. A training
+  // question's unknown answer then changes between worlds, so only searching pays — memorising the training
+  // questions' answers cannot (a real corpus is too large to memorise; this tiny world is not).
+  const rlWorlds = [{ world: s.world, makeEnv: s.makeEnv }];
+  for (let k = 1; k <= config.rl.counterfactualWorlds; k++) {
+    const world = counterfactualWorld(s.world, config.run.seed * 1000 + 500 + k);
+    const index = new BM25Index(world.passages);
+    rlWorlds.push({ world, makeEnv: () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns }) });
+  }
   const rng = new Rng(config.run.seed + 1);
-  let order: Task[] = [];
   const rlBar = reporter.bar("RL (GRPO)", config.rl.steps);
   for (let step = 0; step < config.rl.steps; step++) {
-    if (order.length < config.rl.tasksPerStep) order = order.concat(rng.shuffle(s.world.train));
-    const batch = order.splice(0, config.rl.tasksPerStep);
+    const { world, makeEnv } = rlWorlds[rng.int(rlWorlds.length)];
+    const batch = rng.shuffle(world.train).slice(0, config.rl.tasksPerStep);
     const res = await rlStep(
-      { backend, reference, tokenizer: s.tokenizer, makeEnv: s.makeEnv, limits: s.limits, config },
+      { backend, reference, replay, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config },
       batch,
       rng.seed(),
     );

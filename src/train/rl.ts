@@ -25,7 +25,22 @@ export interface RlContext {
   makeEnv: EnvFactory;
   limits: RolloutLimits;
   config: ExperimentConfig;
+  /**
+   * Warm-start demonstrations replayed with cross entropy in every update (`rl.ptxCoef`; InstructGPT's PPO-ptx,
+   * Ouyang et al. 2022 §3.5), so RL on the training questions does not erase what warm start taught.
+   */
+  replay?: { datums: Datum[]; next: () => number };
   onEpisode?: (traj: Trajectory) => void;
+}
+
+/**
+ * Scales a replay batch's weights so that, under `normalization: "constant"` with `constantLength = 1`, its loss is
+ * `coef × (mean cross entropy over its weighted tokens)` whatever the batch's length.
+ */
+export function ptxDatums(batch: readonly Datum[], coef: number): Datum[] {
+  const total = batch.reduce((a, d) => a + d.weights.reduce((x, y) => x + y, 0), 0);
+  const scale = total > 0 ? (coef * batch.length) / total : 0;
+  return batch.map((d) => ({ ...d, weights: d.weights.map((w) => w * scale) }));
 }
 
 /** Result of one RL step: per-step metrics (deterministic) and the step's groups (for samples). */
@@ -91,8 +106,14 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   const mbSize = Math.ceil(informative.length / rl.minibatches);
   for (let start = 0; start < informative.length; start += mbSize) {
     const fb = await backend.forwardBackward(informative.slice(start, start + mbSize), rl.lossFn, lossConfig);
+    const ptx: Metrics = {};
+    if (ctx.replay && rl.ptxCoef > 0) {
+      const batch = Array.from({ length: rl.ptxBatchSize }, () => ctx.replay!.datums[ctx.replay!.next()]);
+      const r = await backend.forwardBackward(ptxDatums(batch, rl.ptxCoef), "cross_entropy", { normalization: "constant", constantLength: 1 });
+      ptx.ptx_loss = r.loss / rl.ptxCoef;
+    }
     const opt = await backend.optimStep({ learningRate: rl.learningRate, gradClip: rl.gradClip });
-    update.push({ loss: fb.loss, ...fb.metrics, ...opt });
+    update.push({ loss: fb.loss, ...fb.metrics, ...ptx, ...opt });
   }
   const t3 = performance.now();
 
@@ -102,7 +123,7 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     "reward/std_within_group": mean(groups.map((g) => std(g.trajectories.map((t) => t.reward!.total)))),
     "train/informative_fraction": informative.length / datums.length,
   };
-  for (const key of ["loss", "kl", "entropy", "clip_fraction", "grad_norm", "ratio_mean"]) {
+  for (const key of ["loss", "kl", "entropy", "clip_fraction", "grad_norm", "ratio_mean", "ptx_loss"]) {
     const vals = update.map((m) => m[key]).filter((v) => v !== undefined);
     if (vals.length > 0) metrics[`train/${key}`] = mean(vals);
   }

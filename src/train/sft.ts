@@ -9,12 +9,14 @@ import type { EnvFactory } from "../env/types.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
 import { ScriptedAgent } from "../rollout/agent.ts";
 import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
-import { personaTurn, pickPersona, type Persona, type ValuesOf } from "../envs/search/scripted.ts";
+import { personaTurn, pickPersona, readingTurn, type Persona, type ValuesOf } from "../envs/search/scripted.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { TrainingBackend } from "../policy/types.ts";
 
 /** Options of demonstration generation. */
 export interface DemoOptions {
+  /** Also write one reading demonstration per unknown training task (see `readingTurn`). */
+  reading?: boolean;
   /** Demonstrations per training task, each with a persona drawn by weight. */
   demosPerTask: number;
   personas: Record<Persona, number>;
@@ -47,7 +49,14 @@ export async function makeDemonstrations(
     groupSize: 1,
     seed: options.seed + 1,
   });
-  return [...demos, ...knowledge].flatMap((g) => g.trajectories);
+  const out = [...demos, ...knowledge].flatMap((g) => g.trajectories);
+  if (options.reading) {
+    const reader = new ScriptedAgent(tokenizer, (ctx) => readingTurn(ctx, valuesOf));
+    const unknown = trainTasks.filter((t) => t.known !== true);
+    const reading = await rolloutGroups(unknown, makeEnv, reader, tokenizer, limits, { groupSize: 1, seed: options.seed + 2 });
+    out.push(...reading.flatMap((g) => g.trajectories));
+  }
+  return out;
 }
 
 /** Options of the SFT loop. */

@@ -7,7 +7,7 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Passage, Task } from "../../core/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import type { ScriptedTurn, TurnContext } from "../../rollout/agent.ts";
 
 /** The personas and what they do. */
 export const PERSONAS = ["careful", "overSearcher", "guesser", "poorQuery"] as const;
@@ -96,6 +96,16 @@ export function personaTurn(persona: Persona, ctx: TurnContext, valuesOf: Values
       return searchThenAnswer(1);
     }
   }
+}
+
+/**
+ * A reading demonstration: the first turn is a forced good query (context only, not trained), then the careful
+ * agent continues (a bridge's second hop, then the answer read from the evidence). It teaches reading retrieved
+ * passages without teaching the habit of searching, which stays the personas' business.
+ */
+export function readingTurn(ctx: TurnContext, valuesOf: ValuesOf): ScriptedTurn {
+  if (ctx.turnIndex === 0) return { text: search(goodQuery(ctx.task, 0) ?? ctx.task.question), trained: false };
+  return personaTurn("overSearcher", ctx, valuesOf);
 }
 
 /**

@@ -1,0 +1,447 @@
+/**
+ * The embedded CPU training backend: a small GPT (see `gpt.ts`) trained in-process on jax-js (wasm), behind the
+ * Tinker-shaped `TrainingBackend` interface. Forward+backward and Adam are each one jit-compiled program; batches
+ * are padded to bucketed shapes so a run compiles only a handful of programs.
+ */
+import type { Datum, Metrics } from "../../core/types.ts";
+import type {
+  AdamParams,
+  ForwardBackwardResult,
+  LossConfig,
+  LossFnName,
+  SamplingClient,
+  TrainingBackend,
+} from "../types.ts";
+import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts";
+import {
+  causalBias,
+  embedRows,
+  initParamData,
+  namedLeaves,
+  paramShapes,
+  paramsFromData,
+  resolveConfig,
+  scatterAddRows,
+  type GPTConfig,
+  type GPTParams,
+} from "./gpt.ts";
+import { blockUntilReady, jit, numpy as np, tree } from "./jax.ts";
+import {
+  makeLogprobProgram,
+  makeTrainProgram,
+  STAT,
+  STAT_COUNT,
+  type LogprobProgram,
+  type LossInputs,
+  type TrainProgram,
+} from "./loss.ts";
+import { adamInit, adamStep, type AdamState } from "./optim.ts";
+import { EmbeddedSampler, type SamplerOptions, type WeightsSnapshot } from "./sampler.ts";
+
+type Arr = np.Array;
+
+/** Options of `EmbeddedBackend`. */
+export interface EmbeddedBackendOptions {
+  /** Seed of the deterministic parameter initialisation. */
+  seed: number;
+  /** Padded sequence lengths are rounded up to a multiple of this (tokens; default 64) to bound recompiles. */
+  lengthBucket?: number;
+  /**
+   * Tokens per micro-batch (rows × padded length; default 3072). A full micro-batch at padded length T has
+   * ⌊budget/T⌋ rows; the last one of a call is padded to a power of two rows. Keeping rows × T constant matters
+   * for memory: jax-js allocates every intermediate of a compiled program at once and reuses freed memory only
+   * for buffers of the same size, so equal token counts let programs of different lengths share buffers.
+   */
+  maxTokensPerChunk?: number;
+  /** Options of the sampling engine. */
+  sampler?: SamplerOptions;
+}
+
+const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo"];
+
+/** The next power of two ≥ n (n ≥ 1). */
+export function nextPow2(n: number): number {
+  return 1 << Math.ceil(Math.log2(Math.max(1, n)));
+}
+
+/** A padded micro-batch: datum indices, padded length T and padded row count. */
+interface Chunk {
+  ids: number[];
+  T: number;
+  rows: number;
+}
+
+const addTrees = jit((a: GPTParams, b: GPTParams): GPTParams => tree.map((x: Arr, y: Arr) => x.add(y), a, b) as GPTParams);
+
+/**
+ * A `TrainingBackend` running a GPT on the CPU in this process.
+ *
+ * Gradients of successive `forwardBackward` calls are summed until `optimStep` applies them.
+ * `samplingClient()` returns this backend's sampling engine: each sampling batch uses the weights current when it
+ * starts (so after `optimStep`, new batches see the new weights).
+ */
+export class EmbeddedBackend implements TrainingBackend {
+  /** The model shape (defaults filled). */
+  readonly config: Required<GPTConfig>;
+  private params: GPTParams;
+  /** Host copies of the embedding tables (`[V*D]`, `[C*D]`), for host-side gathers; replaced after each update. */
+  private wteHost: Float32Array;
+  private wpeHost: Float32Array;
+  private adam: AdamState<GPTParams>;
+  private grads: GPTParams | null = null;
+  private readonly trainPrograms = new Map<string, TrainProgram>();
+  private readonly biasCache = new Map<number, Float32Array>();
+  private readonly logprobProgram: LogprobProgram;
+  private readonly sampler: EmbeddedSampler;
+  private readonly lengthBucket: number;
+  private readonly maxTokensPerChunk: number;
+  private disposed = false;
+
+  /**
+   * @param config model shape
+   * @param options seed (or a bare seed number) and batching options
+   * @throws Error on an invalid config
+   */
+  constructor(config: GPTConfig, options: EmbeddedBackendOptions | number) {
+    const opts: EmbeddedBackendOptions = typeof options === "number" ? { seed: options } : options;
+    this.config = resolveConfig(config);
+    const data = new Map(initParamData(this.config, opts.seed));
+    this.params = paramsFromData(this.config, data);
+    this.wteHost = data.get("wte")!;
+    this.wpeHost = data.get("wpe")!;
+    this.adam = adamInit(this.params);
+    this.lengthBucket = opts.lengthBucket ?? 64;
+    this.maxTokensPerChunk = opts.maxTokensPerChunk ?? 3072;
+    this.logprobProgram = makeLogprobProgram(this.config.nHeads);
+    this.sampler = new EmbeddedSampler(this.config, () => this.borrowParams(), opts.sampler);
+  }
+
+  /**
+   * Async factory (same as the constructor; async so callers need not change if initialisation ever awaits).
+   * @throws Error on an invalid config
+   */
+  static async create(config: GPTConfig, options: EmbeddedBackendOptions | number): Promise<EmbeddedBackend> {
+    return new EmbeddedBackend(config, options);
+  }
+
+  /** A new reference to the current weights (the caller must dispose `params`). @throws Error after dispose */
+  borrowParams(): WeightsSnapshot {
+    this.checkAlive();
+    return { params: tree.ref(this.params), wte: this.wteHost, wpe: this.wpeHost };
+  }
+
+  /** Number of Adam updates applied so far. */
+  get step(): number {
+    return this.adam.step;
+  }
+
+  /**
+   * Forward + backward on a batch; adds the gradients of the aggregated loss to the accumulator.
+   * @param datums `[batch]`, each with arrays `[seq-1]`, 1 ≤ seq-1 ≤ contextLength
+   * @returns loss (nats per normalisation unit), metrics (`tokens`, `entropy` nats, `kl`, `ratio_mean`,
+   *   `clip_fraction`) and the pre-update logprobs `[batch][seq-1]` (nats)
+   * @throws Error on an empty batch, a malformed datum, missing sampler logprobs/advantages for RL losses, or
+   *   `normalization: "constant"` without `constantLength`
+   */
+  async forwardBackward(datums: Datum[], lossFn: LossFnName, config: LossConfig = {}): Promise<ForwardBackwardResult> {
+    this.checkAlive();
+    if (!LOSS_FNS.includes(lossFn)) throw new Error(`unknown loss function "${lossFn}" (expected ${LOSS_FNS.join(", ")})`);
+    this.validate(datums);
+    const rl = lossFn !== "cross_entropy";
+    datums.forEach((d, i) => {
+      if (rl && (!d.logprobs || !d.advantages)) {
+        throw new Error(`datum ${i}: loss "${lossFn}" needs logprobs and advantages`);
+      }
+    });
+    const klCoef = config.klCoef ?? 0;
+    const useKl = klCoef > 0;
+    if (useKl) {
+      datums.forEach((d, i) => {
+        if (!d.refLogprobs) throw new Error(`datum ${i}: klCoef > 0 needs refLogprobs`);
+      });
+    }
+    const hasQ = datums.every((d) => d.logprobs !== undefined);
+    const wTotal = datums.reduce((s, d) => s + d.weights.reduce((a, b) => a + b, 0), 0);
+    const tokenCount = datums.reduce((s, d) => s + d.weights.filter((w) => w !== 0).length, 0);
+    let invDenom: number;
+    if ((config.normalization ?? "tokens") === "constant") {
+      if (!(config.constantLength && config.constantLength > 0)) {
+        throw new Error('normalization "constant" needs a positive constantLength');
+      }
+      invDenom = 1 / (config.constantLength * datums.length);
+    } else {
+      invDenom = wTotal > 0 ? 1 / wTotal : 0;
+    }
+    const hp = [config.clipLow ?? 0.2, config.clipHigh ?? 0.2, klCoef, invDenom];
+    const key = `${lossFn}:${useKl}`;
+    let program = this.trainPrograms.get(key);
+    if (!program) {
+      program = makeTrainProgram({ lossFn, useKl, nHeads: this.config.nHeads });
+      this.trainPrograms.set(key, program);
+    }
+
+    const logprobs: number[][] = new Array(datums.length);
+    const stats = new Float64Array(STAT_COUNT);
+    let loss = 0;
+    const D = this.config.dModel;
+    const dWte = new Float32Array(this.config.vocabSize * D); // embedding-lookup part of ∂L/∂wte
+    for (const chunk of this.chunks(datums)) {
+      const { x0, ids, inputs } = this.packInputs(datums, chunk, hp);
+      const [[surrogate, aux], [grads, gX0]] = program(tree.ref(this.params), x0, this.bias(chunk.T), inputs);
+      surrogate.dispose();
+      this.grads = this.grads === null ? grads : addTrees(this.grads, grads);
+      scatterAddRows(dWte, D, ids, await gX0.data());
+      loss += (await aux.loss.data())[0];
+      const s = await aux.stats.data();
+      for (let i = 0; i < STAT_COUNT; i++) stats[i] += s[i];
+      this.unpackLogprobs(await aux.lp.data(), datums, chunk, logprobs);
+    }
+    const acc = this.grads!;
+    acc.wte = acc.wte.add(np.array(dWte, { shape: [this.config.vocabSize, D] }));
+    // Keep the accumulator materialised so queued work does not pile up across calls.
+    await blockUntilReady(acc);
+    const w = stats[STAT.tokens];
+    const mean = (x: number): number => (w > 0 ? x / w : 0);
+    const metrics: Metrics = {
+      tokens: tokenCount,
+      entropy: mean(stats[STAT.entropy]),
+    };
+    if (useKl || hasQ) metrics.kl = mean(stats[STAT.kl]);
+    if (hasQ) metrics.ratio_mean = mean(stats[STAT.ratio]);
+    if (lossFn === "ppo") metrics.clip_fraction = mean(stats[STAT.clipped]);
+    return { loss, metrics, logprobs };
+  }
+
+  /**
+   * Target-token logprobs under the current weights (no gradient).
+   * @returns `[batch][seq-1]` nats @throws Error on a malformed datum
+   */
+  async computeLogprobs(datums: Datum[]): Promise<number[][]> {
+    this.checkAlive();
+    this.validate(datums);
+    const out: number[][] = new Array(datums.length);
+    for (const chunk of this.chunks(datums)) {
+      const { rows, T, x0, targets } = this.packTokens(datums, chunk);
+      const lp = this.logprobProgram(
+        tree.ref(this.params),
+        x0,
+        this.bias(T),
+        np.array(targets, { shape: [rows, T], dtype: np.int32 }),
+      );
+      this.unpackLogprobs(await lp.data(), datums, chunk, out);
+    }
+    return out;
+  }
+
+  /**
+   * Applies the accumulated gradients with AdamW and clears them.
+   * @returns `{ grad_norm }` (global L2 norm before clipping), `step`
+   * @throws Error when no gradients were accumulated, or on invalid hyper-parameters
+   */
+  async optimStep(adam: AdamParams): Promise<Metrics> {
+    this.checkAlive();
+    if (this.grads === null) throw new Error("optimStep: no accumulated gradients (call forwardBackward first)");
+    const grads = this.grads;
+    this.grads = null;
+    const r = await adamStep(this.params, grads, this.adam, adam);
+    this.params = r.params;
+    this.adam = r.state;
+    // Wait for the whole update (the sampler may run its decode steps synchronously, which needs finished inputs).
+    await blockUntilReady([this.params, this.adam.m, this.adam.v]);
+    await this.refreshHostTables();
+    return { grad_norm: r.gradNorm, step: r.state.step };
+  }
+
+  /**
+   * Host copies of the accumulated (not yet applied) gradients by parameter name (`paramShapes` order), or null
+   * when there are none. For tests and debugging.
+   */
+  async pendingGradients(): Promise<Map<string, Float32Array> | null> {
+    this.checkAlive();
+    if (this.grads === null) return null;
+    const out = new Map<string, Float32Array>();
+    for (const [name, a] of namedLeaves(this.grads)) out.set(name, (await a.ref.data()) as Float32Array);
+    return out;
+  }
+
+  /** The sampling engine over this backend's current weights (concurrent calls are batched). */
+  samplingClient(): SamplingClient {
+    this.checkAlive();
+    return this.sampler;
+  }
+
+  /**
+   * Writes config, weights and Adam state under `dir` (atomic per file, with a sha256 manifest).
+   * Pending (un-applied) gradients are not saved.
+   */
+  async save(dir: string): Promise<void> {
+    this.checkAlive();
+    const tensors: [string, Float32Array][] = [];
+    const put = async (prefix: string, p: GPTParams): Promise<void> => {
+      for (const [name, a] of namedLeaves(p)) tensors.push([prefix + name, (await a.ref.data()) as Float32Array]);
+    };
+    await put("params.", this.params);
+    await put("adam.m.", this.adam.m);
+    await put("adam.v.", this.adam.v);
+    await saveCheckpoint(dir, { config: this.config, adamStep: this.adam.step }, tensors);
+  }
+
+  /**
+   * Replaces weights and Adam state with those saved under `dir`; clears pending gradients.
+   * @throws Error naming the file when a file is missing or fails its checksum, or when the saved model shape
+   *   differs from this backend's
+   */
+  async load(dir: string): Promise<void> {
+    this.checkAlive();
+    const { meta, tensors } = await loadCheckpoint(dir);
+    const saved = meta.config as Partial<GPTConfig> | undefined;
+    for (const k of Object.keys(this.config) as (keyof GPTConfig)[]) {
+      if (saved?.[k] !== this.config[k]) {
+        throw new Error(`checkpoint ${dir}: config.${k} is ${saved?.[k]}, this backend has ${this.config[k]}`);
+      }
+    }
+    const sub = (prefix: string): Map<string, Float32Array> => {
+      const m = new Map<string, Float32Array>();
+      for (const [name] of paramShapes(this.config)) {
+        const t = tensors.get(prefix + name);
+        if (t) m.set(name, t);
+      }
+      return m;
+    };
+    const params = paramsFromData(this.config, sub("params."));
+    const m = paramsFromData(this.config, sub("adam.m."));
+    const v = paramsFromData(this.config, sub("adam.v."));
+    tree.dispose(this.params);
+    tree.dispose(this.adam.m);
+    tree.dispose(this.adam.v);
+    if (this.grads) tree.dispose(this.grads);
+    this.grads = null;
+    this.params = params;
+    this.adam = { step: Number(meta.adamStep ?? 0), m, v };
+    await this.refreshHostTables();
+  }
+
+  /** Frees all device memory of this backend; later calls throw. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    tree.dispose(this.params);
+    tree.dispose(this.adam.m);
+    tree.dispose(this.adam.v);
+    if (this.grads) tree.dispose(this.grads);
+    this.grads = null;
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+
+  /** The causal attention bias `[T, T]` as a fresh device array (host copy cached per T). */
+  private bias(T: number): Arr {
+    let b = this.biasCache.get(T);
+    if (!b) {
+      b = causalBias(T);
+      this.biasCache.set(T, b);
+    }
+    return np.array(b, { shape: [T, T] });
+  }
+
+  private async refreshHostTables(): Promise<void> {
+    this.wteHost = (await this.params.wte.ref.data()) as Float32Array;
+    this.wpeHost = (await this.params.wpe.ref.data()) as Float32Array;
+  }
+
+  private checkAlive(): void {
+    if (this.disposed) throw new Error("EmbeddedBackend used after dispose()");
+  }
+
+  /** @throws Error naming the datum when arrays disagree in length, are empty/too long, or hold invalid ids */
+  private validate(datums: Datum[]): void {
+    if (datums.length === 0) throw new Error("empty batch");
+    const { vocabSize: V, contextLength: C } = this.config;
+    datums.forEach((d, i) => {
+      const n = d.modelInput.length;
+      if (n === 0) throw new Error(`datum ${i}: empty modelInput`);
+      if (n > C) throw new Error(`datum ${i}: ${n} input tokens exceed the context window of ${C}`);
+      for (const [name, arr] of [
+        ["targetTokens", d.targetTokens],
+        ["weights", d.weights],
+        ["logprobs", d.logprobs],
+        ["advantages", d.advantages],
+        ["refLogprobs", d.refLogprobs],
+      ] as const) {
+        if (arr !== undefined && arr.length !== n) {
+          throw new Error(`datum ${i}: ${name} has length ${arr.length}, modelInput has ${n}`);
+        }
+      }
+      for (const arr of [d.modelInput, d.targetTokens]) {
+        for (const t of arr) {
+          if (!Number.isInteger(t) || t < 0 || t >= V) throw new Error(`datum ${i}: token id ${t} outside [0, ${V})`);
+        }
+      }
+    });
+  }
+
+  /** Splits datum indices into micro-batches of similar length (longest first) within the token budget. */
+  private chunks(datums: Datum[]): Chunk[] {
+    const order = datums.map((_, i) => i).sort((a, b) => datums[b].modelInput.length - datums[a].modelInput.length || a - b);
+    const out: Chunk[] = [];
+    for (let k = 0; k < order.length; ) {
+      // The chunk's padded length is that of its first (longest) datum.
+      const T = this.bucketLen(datums[order[k]].modelInput.length);
+      const full = Math.max(1, Math.floor(this.maxTokensPerChunk / T));
+      const ids = order.slice(k, k + full);
+      k += ids.length;
+      out.push({ ids, T, rows: ids.length === full ? full : Math.min(full, nextPow2(ids.length)) });
+    }
+    return out;
+  }
+
+  private bucketLen(n: number): number {
+    return Math.min(this.config.contextLength, Math.ceil(n / this.lengthBucket) * this.lengthBucket);
+  }
+
+  /**
+   * Right-pads a chunk to `[rows, T]` (pad token 0, weight 0) and gathers its token embeddings on the host.
+   * `ids` are the input ids with −1 at padding (skipped by the gradient scatter).
+   */
+  private packTokens(datums: Datum[], chunk: Chunk) {
+    const { T, rows } = chunk;
+    const D = this.config.dModel;
+    const ids = new Int32Array(rows * T).fill(-1);
+    const targets = new Int32Array(rows * T);
+    chunk.ids.forEach((di, r) => {
+      ids.set(datums[di].modelInput, r * T);
+      targets.set(datums[di].targetTokens, r * T);
+    });
+    const x0 = np.array(embedRows(this.wteHost, D, ids.map((t) => Math.max(t, 0))), { shape: [rows, T, D] });
+    return { rows, T, x0, ids, targets };
+  }
+
+  private packInputs(datums: Datum[], chunk: Chunk, hp: number[]): { x0: Arr; ids: Int32Array; inputs: LossInputs } {
+    const { rows, T, x0, ids, targets } = this.packTokens(datums, chunk);
+    const f = (get: (d: Datum) => number[] | undefined): Arr => {
+      const a = new Float32Array(rows * T);
+      chunk.ids.forEach((di, r) => {
+        const v = get(datums[di]);
+        if (v) a.set(v, r * T);
+      });
+      return np.array(a, { shape: [rows, T] });
+    };
+    const inputs: LossInputs = {
+      targets: np.array(targets, { shape: [rows, T], dtype: np.int32 }),
+      weights: f((d) => d.weights),
+      samplerLp: f((d) => d.logprobs),
+      advantages: f((d) => d.advantages),
+      refLp: f((d) => d.refLogprobs),
+      hp: np.array(new Float32Array(hp)),
+    };
+    return { x0, ids, inputs };
+  }
+
+  private unpackLogprobs(lp: ArrayLike<number>, datums: Datum[], chunk: Chunk, out: number[][]): void {
+    const T = chunk.T;
+    chunk.ids.forEach((di, r) => {
+      const n = datums[di].modelInput.length;
+      out[di] = Array.from({ length: n }, (_, t) => lp[r * T + t]);
+    });
+  }
+}

@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { Rng } from "../src/core/rng.ts";
+import { buildWorld, counterfactualWorld } from "../src/envs/search/world.ts";
+import { lengthGroupedBatches } from "../src/train/sft.ts";
+import { ptxDatums } from "../src/train/rl.ts";
+import type { Datum } from "../src/core/types.ts";
+
+describe("counterfactual demonstration worlds", () => {
+  const w = buildWorld({ numCountries: 30 });
+  const cf = counterfactualWorld(w, 7);
+  it("keep popular countries and the split, permute unknown facts", () => {
+    expect(cf.countries.filter((c) => c.popular)).toEqual(w.countries.filter((c) => c.popular));
+    expect(cf.train.map((t) => t.id)).toEqual(w.train.map((t) => t.id).filter((id) => cf.train.some((t) => t.id === id)));
+    const unknown = (x: typeof w) => x.countries.filter((c) => !c.popular);
+    // Same multiset of capitals among unknown countries, different assignment.
+    expect(unknown(cf).map((c) => c.capital).sort()).toEqual(unknown(w).map((c) => c.capital).sort());
+    expect(unknown(cf).map((c) => c.capital)).not.toEqual(unknown(w).map((c) => c.capital));
+    // Passages and answers agree inside the counterfactual world.
+    const t = cf.train.find((x) => x.id.startsWith("capital:") && !x.known)!;
+    const passage = cf.passages.find((p) => p.id === t.evidenceIds![0])!;
+    expect(passage.text).toBe(`the capital of ${t.meta!.entity} is ${t.answers[0]} .`);
+    expect(counterfactualWorld(w, 7)).toEqual(cf);
+  });
+});
+
+describe("length-grouped SFT batches", () => {
+  it("cover every item once per epoch, in batches of similar length", () => {
+    const items = Array.from({ length: 100 }, (_, i) => ({ id: i, targetTokens: new Array(1 + ((i * 37) % 90)).fill(0) }));
+    const batches = lengthGroupedBatches(items, 4, new Rng(1));
+    expect(batches.flat().map((x) => x.id).sort((a, b) => a - b)).toEqual(items.map((x) => x.id));
+    expect(batches.every((b) => b.length <= 4)).toBe(true);
+    // Within a batch lengths are sorted (grouped from a pool of 8 batches).
+    for (const b of batches) {
+      const lens = b.map((x) => x.targetTokens.length);
+      expect(lens).toEqual([...lens].sort((a, c) => a - c));
+    }
+  });
+});
+
+describe("PPO-ptx replay weights", () => {
+  it("make the constant-normalised loss equal coef × mean token cross entropy", () => {
+    const d = (w: number[]): Datum => ({ modelInput: w.map(() => 0), targetTokens: w.map(() => 0), weights: w });
+    const out = ptxDatums([d([1, 1, 0]), d([0, 1, 1, 1, 1])], 0.5);
+    // 6 weighted tokens, batch 2: each weight becomes 0.5 × 2 / 6 = 1/6; Σ w ℓ / (1 × 2) = 0.5 × mean ℓ.
+    expect(out[0].weights).toEqual([1 / 6, 1 / 6, 0]);
+    expect(out[1].weights[0]).toBe(0);
+    const tokenLoss = [[2, 4, 9], [9, 1, 1, 1, 1]];
+    const loss = out.reduce((a, x, i) => a + x.weights.reduce((s, w, j) => s + w * tokenLoss[i][j], 0), 0) / 2;
+    expect(loss).toBeCloseTo(0.5 * ((2 + 4 + 1 + 1 + 1 + 1) / 6), 12);
+  });
+});
