@@ -2,7 +2,7 @@
  * Speed of the embedded backend vs PyTorch on the same shapes.
  *
  *   node --import tsx bench/train-step.ts [--only base|small] [--steps N] [--no-torch] [--max-wait S] [--retries N]
- *     [--async-decode]      (ARL_JAX_THREADS=1 for single-threaded jax-js)
+ *     [--async-decode] [--length-bucket N]      (ARL_JAX_THREADS=1 for single-threaded jax-js)
  *
  * Measures (median of repeated runs after warm-up):
  * - train: forwardBackward (cross_entropy, all tokens weighted) + optimStep (AdamW), ms/step, at a fixed batch.
@@ -37,6 +37,8 @@ const maxWait = Number(flag("--max-wait") ?? 600);
 const retries = Number(flag("--retries") ?? 3);
 /** Decode steps on the worker threads instead of the main thread (SamplerOptions.syncDecode = false). */
 const asyncDecode = args.includes("--async-decode");
+/** EmbeddedBackendOptions.lengthBucket for the train cases (default 64, the backend's default). */
+const lengthBucket = Number(flag("--length-bucket") ?? 64);
 /** Internal: run one case in this process and print its result (the parent runs each case in a fresh process, so
  * the wasm heap of one case — jax-js never returns freed memory to other sizes — does not affect the next). */
 const childCase = flag("--case");
@@ -96,8 +98,8 @@ interface Result {
 }
 
 async function benchTrain(c: TrainCase): Promise<Result> {
-  // Length bucket 32 so the measured shape is exactly batch × seq (the default bucket of 64 would pad 160 to 192).
-  const be = await EmbeddedBackend.create(c.gpt, { seed: 0, lengthBucket: 32 });
+  // Default options, as the RL loop uses them: the 64-token length bucket pads a 160-token batch to 192.
+  const be = await EmbeddedBackend.create(c.gpt, { seed: 0, lengthBucket: lengthBucket });
   const rng = new Rng(1);
   const V = c.gpt.vocabSize;
   const datums: Datum[] = Array.from({ length: c.batch }, () => {
@@ -238,7 +240,7 @@ async function runCase(c: Case): Promise<Result> {
 }
 
 function runCaseInChild(c: Case): Result {
-  const extra = asyncDecode ? ["--async-decode"] : [];
+  const extra = [...(asyncDecode ? ["--async-decode"] : []), "--length-bucket", String(lengthBucket)];
   const r = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--case", c.name, "--steps", String(steps), ...extra], {
     encoding: "utf8",
     maxBuffer: 1 << 24,
@@ -331,7 +333,7 @@ async function main(): Promise<void> {
   const out = {
     date: new Date().toISOString(),
     machine: { cpu: cpus()[0]?.model ?? "?", cores: threads, node: process.version },
-    ours: { threads: jaxThreads, syncDecode: !asyncDecode, results: ours },
+    ours: { threads: jaxThreads, syncDecode: !asyncDecode, lengthBucket, results: ours },
     torch: torch ? { threads, results: torch } : null,
     /** Fraction of the machine's CPU used by other processes during each measurement (should be ≈ 0). */
     contention,

@@ -90,8 +90,12 @@ export class PolicyAgent implements TurnGenerator {
   }
 }
 
-/** A scripted turn: its text, and whether it is trained on (a forced turn is context only, loss mask 0). */
-export type ScriptedTurn = string | { text: string; trained: boolean };
+/**
+ * A scripted turn: its text, and whether it is trained on (a forced turn is context only, loss mask 0).
+ * `untrainedPrefix`: the first N tokens are context only even in a trained turn (e.g. the `<search>` tag whose
+ * choice is a habit the demonstration should not teach).
+ */
+export type ScriptedTurn = string | { text: string; trained: boolean; untrainedPrefix?: number };
 
 /**
  * A scripted agent writes turns as text (warm-start demonstrations). Its tokens are trained on with cross entropy
@@ -105,11 +109,11 @@ export class ScriptedAgent implements TurnGenerator {
 
   async generate(_context: number[], ctx: TurnContext): Promise<GeneratedTurn> {
     const turn = this.script(ctx);
-    const { text, trained } = typeof turn === "string" ? { text: turn, trained: true } : turn;
+    const { text, trained, untrainedPrefix = 0 } = typeof turn === "string" ? { text: turn, trained: true } : turn;
     const tokens = this.tokenizer.encode(text).slice(0, ctx.budget);
     return {
       tokens,
-      lossMask: tokens.map(() => (trained ? 1 : 0)),
+      lossMask: tokens.map((_, i) => (trained && i >= untrainedPrefix ? 1 : 0)),
       logprobs: tokens.map(() => 0),
       stopReason: tokens.length === ctx.budget ? "context" : "stop",
     };

@@ -69,7 +69,7 @@ export const SftConfig = z
 
 export const RlConfig = z
   .object({
-    steps: int(0, "RL steps (rollout → reward → advantage → update).").default(30),
+    steps: int(0, "RL steps (rollout → reward → advantage → update).").default(100),
     tasksPerStep: int(1, "Questions per RL step.").default(16),
     groupSize: int(2, "Episodes per question (GRPO's G).").default(8),
     temperature: z.number().min(0).default(1).describe("Sampling temperature of rollouts."),

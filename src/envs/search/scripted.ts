@@ -99,12 +99,12 @@ export function personaTurn(persona: Persona, ctx: TurnContext, valuesOf: Values
 }
 
 /**
- * A reading demonstration: the first turn is a forced good query (context only, not trained), then the careful
- * agent continues (a bridge's second hop, then the answer read from the evidence). It teaches reading retrieved
- * passages without teaching the habit of searching, which stays the personas' business.
+ * A reading demonstration: the first turn is a good query whose `<search>` tag is context only (not trained), then
+ * the careful agent continues (a bridge's second hop, then the answer read from the evidence). It teaches writing
+ * a query and reading the retrieved passages without teaching the habit of searching, which stays the personas'.
  */
 export function readingTurn(ctx: TurnContext, valuesOf: ValuesOf): ScriptedTurn {
-  if (ctx.turnIndex === 0) return { text: search(goodQuery(ctx.task, 0) ?? ctx.task.question), trained: false };
+  if (ctx.turnIndex === 0) return { text: search(goodQuery(ctx.task, 0) ?? ctx.task.question), trained: true, untrainedPrefix: 1 };
   return personaTurn("overSearcher", ctx, valuesOf);
 }
 

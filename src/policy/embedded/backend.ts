@@ -33,7 +33,6 @@ import {
   STAT_COUNT,
   type LogprobProgram,
   type LossInputs,
-  type TrainProgram,
 } from "./loss.ts";
 import { adamInit, adamStep, type AdamState } from "./optim.ts";
 import { EmbeddedSampler, type SamplerOptions, type WeightsSnapshot } from "./sampler.ts";
@@ -89,7 +88,6 @@ export class EmbeddedBackend implements TrainingBackend {
   private wpeHost: Float32Array;
   private adam: AdamState<GPTParams>;
   private grads: GPTParams | null = null;
-  private readonly trainPrograms = new Map<string, TrainProgram>();
   private readonly biasCache = new Map<number, Float32Array>();
   private readonly logprobProgram: LogprobProgram;
   private readonly sampler: EmbeddedSampler;
@@ -173,12 +171,7 @@ export class EmbeddedBackend implements TrainingBackend {
       invDenom = wTotal > 0 ? 1 / wTotal : 0;
     }
     const hp = [config.clipLow ?? 0.2, config.clipHigh ?? 0.2, klCoef, invDenom];
-    const key = `${lossFn}:${useKl}`;
-    let program = this.trainPrograms.get(key);
-    if (!program) {
-      program = makeTrainProgram({ lossFn, useKl, nHeads: this.config.nHeads });
-      this.trainPrograms.set(key, program);
-    }
+    const program = makeTrainProgram({ lossFn, useKl, nHeads: this.config.nHeads });
 
     const logprobs: number[][] = new Array(datums.length);
     const stats = new Float64Array(STAT_COUNT);

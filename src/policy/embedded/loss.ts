@@ -157,14 +157,34 @@ export type TrainProgram = OwnedFunction<
 /** Compiled forward only: (params, x0 `[B,T,D]`, causal bias `[T,T]`, targets `[B,T]`) → lp `[B,T]`. */
 export type LogprobProgram = OwnedFunction<(p: GPTParams, x0: Arr, bias: Arr, targets: Arr) => Arr>;
 
-/** Builds the jit'd forward+backward for a loss spec (jax-js caches one compilation per input shape). */
+// Programs are pure functions of their inputs (weights included), so they are shared by every backend in the
+// process: a reference model or a reloaded policy reuses the compilations (jax-js compiles once per input shape).
+const trainPrograms = new Map<string, TrainProgram>();
+const logprobPrograms = new Map<number, LogprobProgram>();
+
+/** The jit'd forward+backward for a loss spec (memoised per spec). */
 export function makeTrainProgram(spec: LossSpec): TrainProgram {
-  const f = (p: GPTParams, x0: Arr, bias: Arr, inp: LossInputs) => lossTraced(spec, p, x0, bias, inp);
-  return jit(valueAndGrad(f, { hasAux: true, argnums: [0, 1] })) as unknown as TrainProgram;
+  const key = `${spec.lossFn}:${spec.useKl}:${spec.nHeads}`;
+  let prog = trainPrograms.get(key);
+  if (!prog) {
+    const f = (p: GPTParams, x0: Arr, bias: Arr, inp: LossInputs) => lossTraced(spec, p, x0, bias, inp);
+    prog = jit(valueAndGrad(f, { hasAux: true, argnums: [0, 1] })) as unknown as TrainProgram;
+    trainPrograms.set(key, prog);
+  }
+  return prog;
 }
 
-/** Builds the jit'd target-logprob forward (no gradient). */
+/** The jit'd target-logprob forward, no gradient (memoised per head count). */
 export function makeLogprobProgram(nHeads: number): LogprobProgram {
+  let prog = logprobPrograms.get(nHeads);
+  if (!prog) {
+    prog = buildLogprobProgram(nHeads);
+    logprobPrograms.set(nHeads, prog);
+  }
+  return prog;
+}
+
+function buildLogprobProgram(nHeads: number): LogprobProgram {
   return jit((p: GPTParams, x0: Arr, bias: Arr, targets: Arr): Arr => {
     const [B, T] = targets.shape;
     const { wte, ...rest } = p;

@@ -148,6 +148,26 @@ export function sampleToken(
   return { token, logprob: (logits[offset + token] - m) * inv - Math.log(z) };
 }
 
+const programCache = new Map<number, { prefill: PrefillProgram; decode: DecodeProgram }>();
+
+/** The jit'd prefill and decode programs, shared by all samplers with the same head count (pure functions). */
+function samplerPrograms(H: number): { prefill: PrefillProgram; decode: DecodeProgram } {
+  let p = programCache.get(H);
+  if (!p) {
+    p = {
+      decode: jit(
+        (params: GPTParams, prompt: KVCache, recent: KVCache, x0: Arr, write: Arr, promptBias: Arr, recentBias: Arr) =>
+          decodeStep(params, prompt, recent, x0, write, promptBias, recentBias, H),
+      ) as unknown as DecodeProgram,
+      prefill: jit((params: GPTParams, x0: Arr, lastIdx: Arr, bias: Arr) =>
+        prefill(params, x0, lastIdx, bias, H),
+      ) as unknown as PrefillProgram,
+    };
+    programCache.set(H, p);
+  }
+  return p;
+}
+
 /**
  * `SamplingClient` over a parameter source (the backend's current weights, borrowed per batch).
  */
@@ -178,14 +198,9 @@ export class EmbeddedSampler implements SamplingClient {
     this.promptBucket = options.promptBucket ?? 32;
     this.prefillTokens = options.prefillTokens ?? 4096;
     this.syncDecode = options.syncDecode ?? true;
-    const H = config.nHeads;
-    this.decodeProgram = jit(
-      (p: GPTParams, prompt: KVCache, recent: KVCache, x0: Arr, write: Arr, promptBias: Arr, recentBias: Arr) =>
-        decodeStep(p, prompt, recent, x0, write, promptBias, recentBias, H),
-    ) as unknown as DecodeProgram;
-    this.prefillProgram = jit((params: GPTParams, x0: Arr, lastIdx: Arr, bias: Arr) =>
-      prefill(params, x0, lastIdx, bias, H),
-    ) as unknown as PrefillProgram;
+    const programs = samplerPrograms(config.nHeads);
+    this.decodeProgram = programs.decode;
+    this.prefillProgram = programs.prefill;
   }
 
   /**
