@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, existsSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -24,6 +24,12 @@ describe("arl CLI", () => {
     const r = arl("train", "--rl.lossFn", "dpo", "--print-config");
     expect(r.code).toBe(2);
     expect(r.err).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", got "dpo"');
+    const trailing = arl("train", "--rl.groupSize");
+    expect(trailing.code).toBe(2);
+    expect(trailing.err).toContain("--rl.groupSize: missing value");
+    const term = arl("train", "--reward.weights.bogus", "1", "--print-config");
+    expect(term.code).toBe(2);
+    expect(term.err).toContain("reward.weights.bogus: unknown reward term; allowed: em, format, search_cost, invalid");
     const ok = arl("train", "--rl.groupSize=4", "--print-config");
     expect(ok.code, ok.err).toBe(0);
     expect(JSON.parse(ok.out).rl.groupSize).toBe(4);
@@ -61,5 +67,23 @@ describe("arl CLI", () => {
     const w = arl("eval", "--checkpoint", ckpt, "--limit", "5");
     expect(w.code, w.err).toBe(0);
     expect(w.out).toContain("policy");
+    expect(w.out).not.toContain("\u001b["); // no colour codes when piped
+
+    // Bad inputs get clear errors, and an existing run is never silently replaced.
+    const badLimit = arl("eval", "--checkpoint", ckpt, "--limit", "-5");
+    expect(badLimit.code).toBe(2);
+    expect(badLimit.err).toContain('--limit: expected a positive integer, got "-5"');
+    expect(arl("eval", "--checkpoint", join(dir, "nope")).err).toContain("no such folder");
+    const again = arl("train", "--smoke", "--run.dir", dir);
+    expect(again.code).toBe(1);
+    expect(again.err).toContain("already holds a run; choose another --run.name or pass --overwrite");
+    expect(existsSync(ckpt)).toBe(true);
+    const copy = join(dir, "edited");
+    cpSync(ckpt, copy, { recursive: true });
+    const tokFile = join(copy, "tokenizer.json");
+    writeFileSync(tokFile, readFileSync(tokFile, "utf8").replace('"question"', '"questionx"'));
+    const edited = arl("eval", "--checkpoint", copy, "--limit", "2");
+    expect(edited.code).toBe(1);
+    expect(edited.err).toContain("tokenizer.json does not match its checksum");
   });
 });

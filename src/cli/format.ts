@@ -41,6 +41,8 @@ const f2 = (x: number) => x.toFixed(2);
 /** The summary table: EM, searches per question and guess rate, all / known / unknown. */
 export function summaryTable(rows: readonly SummaryRow[]): string {
   const table = new Table({
+    // Colours only on a terminal, so piped output and files stay plain text.
+    style: process.stdout.isTTY ? {} : { head: [], border: [] },
     head: ["policy", "EM %", "EM known", "EM unknown", "searches/q", "known", "unknown", "guess % known", "guess % unknown"],
   });
   for (const { policy, result } of rows) {

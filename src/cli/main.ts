@@ -5,7 +5,6 @@
 import { dirname, join } from "node:path";
 import { existsSync } from "node:fs";
 import { Command, CommanderError } from "commander";
-import { SearchEnv } from "../envs/search/env.ts";
 import { loadCorpus, loadQA } from "../retrieval/corpus.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { ScriptedAgent, PolicyAgent, type TurnGenerator } from "../rollout/agent.ts";
@@ -22,7 +21,7 @@ import {
   resolveConfig,
   type ExperimentConfig,
 } from "../train/config.ts";
-import { evalTasks, runExperiment, setup, type SummaryRow } from "../train/experiment.ts";
+import { evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow } from "../train/experiment.ts";
 import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
 import { consoleReporter, formatTrajectory, summaryTable } from "./format.ts";
@@ -57,7 +56,16 @@ const program = new Command()
   .showHelpAfterError()
   .exitOverride();
 
-const { overrides, rest } = extractOverrides(process.argv.slice(2));
+/** Parses a positive integer flag. @throws ConfigError naming the flag */
+function positiveInt(flag: string, value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isInteger(n) || n <= 0) {
+    throw new ConfigError([`${flag}: expected a positive integer, got ${JSON.stringify(value)}`]);
+  }
+  return n;
+}
+
+let overrides: Record<string, string> = {};
 
 program
   .command("train")
@@ -65,15 +73,16 @@ program
   .option("-c, --config <file>", "YAML or JSON config (fields: run, env, policy, sft, rl, reward, eval)")
   .option("--smoke", "tiny model and budgets (seconds; for tests)")
   .option("--print-config", "print the resolved config and exit")
+  .option("--overwrite", "replace an existing run folder of the same name")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
-  .action(async (opts: { config?: string; smoke?: boolean; printConfig?: boolean }) => {
+  .action(async (opts: { config?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean }) => {
     const config = loadConfig(opts.config, opts.smoke === true, overrides);
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;
     }
     const t0 = performance.now();
-    const summary = await runExperiment(config, consoleReporter());
+    const summary = await runExperiment(config, consoleReporter(), { overwrite: opts.overwrite === true });
     console.log(`\nHeld-out summary (${summary.rows[0]?.result.all.n ?? 0} questions, split ${summary.split}):`);
     console.log(summaryTable(summary.rows));
     console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
@@ -88,17 +97,15 @@ function evalInputs(
     if (!opts.corpus) throw new ConfigError(["--corpus: required with --data (a wiki-18 JSONL file)"]);
     return (async () => {
       const passages = await loadCorpus(opts.corpus!);
-      const index = new BM25Index(passages);
-      const tasks = await loadQA(opts.data!, { limit: opts.limit ? Number(opts.limit) : undefined });
-      const makeEnv = () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns });
-      return { tasks, makeEnv };
+      const tasks = await loadQA(opts.data!, { limit: opts.limit ? positiveInt("--limit", opts.limit) : undefined });
+      return { tasks, makeEnv: searchEnvFor(passages, config).makeEnv };
     })();
   }
   const s = setup(config);
   const split = opts.split ?? "test";
   if (split !== "test" && split !== "train") throw new ConfigError([`--split: expected one of "train", "test", got ${JSON.stringify(split)}`]);
   let tasks: Task[] = split === "test" ? evalTasks(s.world, config) : s.world.train;
-  if (opts.limit) tasks = tasks.slice(0, Number(opts.limit));
+  if (opts.limit) tasks = tasks.slice(0, positiveInt("--limit", opts.limit));
   return Promise.resolve({ tasks, makeEnv: s.makeEnv });
 }
 
@@ -154,6 +161,9 @@ program
   .option("--corpus <file>", "wiki-18 JSONL passages (with --data)")
   .action(async (opts: { checkpoint?: string; persona: string; n: string; split: string; temperature: string; data?: string; corpus?: string }) => {
     const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : resolveConfig(applyOverrides({}, overrides));
+    positiveInt("-n", opts.n);
+    const temperature = Number(opts.temperature);
+    if (!(temperature >= 0)) throw new ConfigError([`--temperature: expected a number ≥ 0, got ${JSON.stringify(opts.temperature)}`]);
     const { tasks, makeEnv } = await evalInputs({ ...opts, limit: opts.n }, config);
     let agent: TurnGenerator;
     let tokenizer;
@@ -163,7 +173,7 @@ program
       tokenizer = policy.tokenizer;
       contextLength = policy.gpt.contextLength;
       agent = new PolicyAgent(policy.backend.samplingClient(), tokenizer, {
-        temperature: Number(opts.temperature),
+        temperature,
         maxTokensPerTurn: config.rl.maxTokensPerTurn,
         stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
       });
@@ -193,8 +203,7 @@ program
   .option("--corpus <file>", "wiki-18 JSONL passages ({id, contents})")
   .option("-k, --k <n>", "passages to show", "3")
   .action(async (queryWords: string[], opts: { corpus?: string; k: string }) => {
-    const k = Number(opts.k);
-    if (!Number.isInteger(k) || k <= 0) throw new ConfigError([`--k: expected a positive integer, got ${JSON.stringify(opts.k)}`]);
+    const k = positiveInt("--k", opts.k);
     const passages = opts.corpus ? await loadCorpus(opts.corpus) : setup(resolveConfig(applyOverrides({}, overrides))).world.passages;
     const hits = new BM25Index(passages).search(queryWords.join(" "), k);
     if (hits.length === 0) console.log("(no passage matches)");
@@ -202,7 +211,9 @@ program
   });
 
 try {
-  await program.parseAsync(rest, { from: "user" });
+  const parsed = extractOverrides(process.argv.slice(2));
+  overrides = parsed.overrides;
+  await program.parseAsync(parsed.rest, { from: "user" });
   // jax-js's worker threads (src/policy/embedded/threads.ts) can keep the event loop alive after the work is done.
   process.exit(0);
 } catch (e) {

@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { REWARD_TERMS } from "../reward/terms.ts";
 
 const int = (min: number, desc: string) => z.number().int().min(min).describe(desc);
 const num = (desc: string) => z.number().describe(desc);
@@ -93,6 +94,13 @@ export const RewardConfig = z
     weights: z
       .record(z.string(), z.number())
       .default({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1 })
+      .superRefine((weights, ctx) => {
+        for (const name of Object.keys(weights)) {
+          if (!Object.hasOwn(REWARD_TERMS, name)) {
+            ctx.addIssue({ code: "custom", path: [name], message: `unknown reward term; allowed: ${Object.keys(REWARD_TERMS).join(", ")}` });
+          }
+        }
+      })
       .describe("Weight per reward term; total = Σ weight × value."),
   })
   .strict();

@@ -4,7 +4,7 @@
  * guess rate, split by known vs unknown facts). Every artefact goes to the run folder.
  */
 import { Rng } from "../core/rng.ts";
-import type { Task, Trajectory } from "../core/types.ts";
+import type { Passage, Task, Trajectory } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
 import { SearchEnv } from "../envs/search/env.ts";
 import { buildWorld, counterfactualWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
@@ -50,17 +50,21 @@ export interface Setup {
   gpt: GPTConfig;
 }
 
+/** A BM25 index over passages and a factory of search environments over it, as the config sets them. */
+export function searchEnvFor(passages: readonly Passage[], config: ExperimentConfig): { index: BM25Index; makeEnv: EnvFactory } {
+  const index = new BM25Index([...passages]);
+  return { index, makeEnv: () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns }) };
+}
+
 /** Builds the world, its BM25 index, the word-level tokenizer and the env factory from a config. */
 export function setup(config: ExperimentConfig): Setup {
   validateRewardConfig({ weights: config.reward.weights });
   const world = buildWorld({ seed: config.run.seed, ...config.env.world });
-  const index = new BM25Index(world.passages);
+  const { index, makeEnv } = searchEnvFor(world.passages, config);
   const tokenizer = WordTokenizer.fromTexts([
     ...worldTexts(world),
     "question : Doc ( Title : ) error tool search : My previous action is invalid . If I want to search , I should put the query between and . If I want to give the final answer , I should put the answer between and . Let me try again . country facts area unknown",
   ]);
-  const makeEnv: EnvFactory = () =>
-    new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns });
   const limits: RolloutLimits = {
     contextLength: config.policy.contextLength,
     maxObservationTokens: config.env.maxObservationTokens,
@@ -125,8 +129,12 @@ export function evalTasks(world: World, config: ExperimentConfig): Task[] {
  * @returns the summary table
  * @throws Error on invalid reward terms or a broken trajectory invariant
  */
-export async function runExperiment(config: ExperimentConfig, reporter: Reporter = silentReporter): Promise<ExperimentSummary> {
-  const run = new RunDir(config.run.dir, config.run.name);
+export async function runExperiment(
+  config: ExperimentConfig,
+  reporter: Reporter = silentReporter,
+  options: { overwrite: boolean } = { overwrite: false },
+): Promise<ExperimentSummary> {
+  const run = new RunDir(config.run.dir, config.run.name, options);
   run.writeConfig(config);
   const s = setup(config);
   reporter.log(
@@ -141,8 +149,7 @@ export async function runExperiment(config: ExperimentConfig, reporter: Reporter
   for (let k = 0; k <= config.sft.counterfactualWorlds; k++) {
     // World 0 is the real one; the others permute the unknown facts (see counterfactualWorld).
     const world = k === 0 ? s.world : counterfactualWorld(s.world, config.run.seed * 1000 + k);
-    const index = k === 0 ? s.index : new BM25Index(world.passages);
-    const makeEnv: EnvFactory = () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns });
+    const makeEnv = k === 0 ? s.makeEnv : searchEnvFor(world.passages, config).makeEnv;
     demos.push(
       ...(await makeDemonstrations(
         world.train,
@@ -200,8 +207,7 @@ export async function runExperiment(config: ExperimentConfig, reporter: Reporter
   const rlWorlds = [{ world: s.world, makeEnv: s.makeEnv }];
   for (let k = 1; k <= config.rl.counterfactualWorlds; k++) {
     const world = counterfactualWorld(s.world, config.run.seed * 1000 + 500 + k);
-    const index = new BM25Index(world.passages);
-    rlWorlds.push({ world, makeEnv: () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns }) });
+    rlWorlds.push({ world, makeEnv: searchEnvFor(world.passages, config).makeEnv });
   }
   const rng = new Rng(config.run.seed + 1);
   const rlBar = reporter.bar("RL (GRPO)", config.rl.steps);
@@ -237,6 +243,6 @@ export async function runExperiment(config: ExperimentConfig, reporter: Reporter
     rows: rows.map(({ policy, result }) => ({ policy, result })),
   };
   run.writeSummary(summary);
-  for (const r of rows) run.writeSamples(`eval-${r.policy.replace(/[^A-Za-z0-9]+/g, "-").toLowerCase()}`, r.trajectories);
+  for (const r of rows) run.writeSamples(`eval-${r.policy.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").toLowerCase()}`, r.trajectories);
   return summary;
 }

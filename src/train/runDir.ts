@@ -3,7 +3,7 @@
  * two runs with the same seed are byte-identical), `timings.jsonl` (wall-clock, ms), `samples/step-<n>.jsonl`,
  * `checkpoints/<name>/` and `summary.json`.
  */
-import { appendFileSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve, sep } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Metrics, Trajectory } from "../core/types.ts";
@@ -12,17 +12,23 @@ import type { Metrics, Trajectory } from "../core/types.ts";
 export class RunDir {
   readonly path: string;
 
+  /** @param root folder of runs; @param name run name (letters, digits, `.`, `_`, `-`) */
   /**
-   * @param root folder of runs; @param name run name (letters, digits, `.`, `_`, `-`)
-   * @throws Error when the name would escape the root folder
+   * @throws Error when the name would escape the root folder, or when the folder already holds a run and
+   *   `overwrite` is false
    */
-  constructor(root: string, name: string, opts: { fresh: boolean } = { fresh: true }) {
+  constructor(root: string, name: string, opts: { overwrite: boolean } = { overwrite: false }) {
     const base = resolve(root);
     this.path = resolve(base, name);
     if (!this.path.startsWith(base + sep) || !/^[A-Za-z0-9._-]+$/.test(name) || name === "." || name === "..") {
       throw new Error(`run.name: ${JSON.stringify(name)} is not a plain folder name inside ${base}`);
     }
-    if (opts.fresh) rmSync(this.path, { recursive: true, force: true });
+    if (existsSync(join(this.path, "config.yaml"))) {
+      if (!opts.overwrite) {
+        throw new Error(`run folder ${this.path} already holds a run; choose another --run.name or pass --overwrite`);
+      }
+      rmSync(this.path, { recursive: true, force: true });
+    }
     mkdirSync(join(this.path, "samples"), { recursive: true });
     mkdirSync(join(this.path, "checkpoints"), { recursive: true });
   }
