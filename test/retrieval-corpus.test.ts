@@ -25,6 +25,7 @@ describe("loadCorpus", () => {
     await expect(loadCorpus(bad)).rejects.toThrow(`${bad}:3: invalid JSON`);
     const missing = file("missing.jsonl", '{"id": "1", "text": "x"}\n');
     await expect(loadCorpus(missing)).rejects.toThrow(`${missing}:1: missing field "contents"`);
+    await expect(loadCorpus("/no/such/corpus.jsonl")).rejects.toThrow("/no/such/corpus.jsonl: no such file");
   });
 });
 

@@ -2,7 +2,7 @@
  * Loaders for the real-data path: the wiki-18 passage corpus (Search-R1 / FlashRAG JSONL) and QA files
  * (FlashRAG, NQ-open, Bamboogle). Files are streamed line by line, so `limit` reads only the head of a large file.
  */
-import { createReadStream } from "node:fs";
+import { createReadStream, existsSync, statSync } from "node:fs";
 import { basename } from "node:path";
 import { createInterface } from "node:readline";
 import type { Passage, Task } from "../core/types.ts";
@@ -25,6 +25,8 @@ interface JsonLine {
 async function* readJsonl(file: string, limit: number): AsyncGenerator<JsonLine> {
   if (limit !== Infinity && (!Number.isInteger(limit) || limit < 0)) throw new Error(`${file}: limit must be a non-negative integer, got ${limit}`);
   if (limit === 0) return;
+  if (!existsSync(file)) throw new Error(`${file}: no such file`);
+  if (!statSync(file).isFile()) throw new Error(`${file}: not a file`);
   const rl = createInterface({ input: createReadStream(file, { encoding: "utf8" }), crlfDelay: Infinity });
   let line = 0;
   let count = 0;
