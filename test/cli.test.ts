@@ -66,7 +66,7 @@ describe("arl CLI", () => {
     }
     const w = arl("eval", "--checkpoint", ckpt, "--limit", "5");
     expect(w.code, w.err).toBe(0);
-    expect(w.out).toContain("policy");
+    expect(w.out).toContain("agent (checkpoint)");
     expect(w.out).not.toContain("\u001b["); // no colour codes when piped
 
     // Bad inputs get clear errors, and an existing run is never silently replaced.

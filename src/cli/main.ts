@@ -93,6 +93,7 @@ function evalInputs(
   opts: { data?: string; corpus?: string; split?: string; limit?: string },
   config: ExperimentConfig,
 ) {
+  if (opts.corpus && !opts.data) throw new ConfigError(["--corpus: only used with --data (a QA file to evaluate on)"]);
   if (opts.data) {
     if (!opts.corpus) throw new ConfigError(["--corpus: required with --data (a wiki-18 JSONL file)"]);
     return (async () => {
@@ -143,7 +144,7 @@ program
         onEpisode: () => bar.update(++n),
       });
       bar.stop();
-      rows.push({ policy: mode === "agent" ? "policy" : mode === "direct" ? "Direct" : "RAG", result });
+      rows.push({ policy: mode === "agent" ? "agent (checkpoint)" : mode === "direct" ? "Direct" : "RAG", result });
     }
     console.log(`\n${tasks.length} questions from ${opts.data ?? `the built-in world (${opts.split})`}:`);
     console.log(summaryTable(rows));
@@ -153,13 +154,13 @@ program
   .command("rollout")
   .description("Run a few episodes and print them readably (a checkpoint's policy, or a scripted persona)")
   .option("--checkpoint <dir>", "checkpoint folder; without it a scripted persona acts")
-  .option("--persona <name>", `scripted persona: ${PERSONAS.join(", ")}`, "careful")
+  .option("--persona <name>", `scripted persona: ${PERSONAS.join(", ")} (default careful)`)
   .option("-n, --n <n>", "episodes", "3")
   .option("--split <split>", "train | test", "test")
   .option("--temperature <t>", "sampling temperature", "1")
   .option("--data <file>", "real QA file instead of the built-in world")
   .option("--corpus <file>", "wiki-18 JSONL passages (with --data)")
-  .action(async (opts: { checkpoint?: string; persona: string; n: string; split: string; temperature: string; data?: string; corpus?: string }) => {
+  .action(async (opts: { checkpoint?: string; persona?: string; n: string; split: string; temperature: string; data?: string; corpus?: string }) => {
     const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : resolveConfig(applyOverrides({}, overrides));
     positiveInt("-n", opts.n);
     const temperature = Number(opts.temperature);
@@ -169,6 +170,7 @@ program
     let tokenizer;
     let contextLength = config.policy.contextLength;
     if (opts.checkpoint) {
+      if (opts.persona !== undefined) throw new ConfigError(["--persona: a scripted persona acts only without --checkpoint"]);
       const policy = await loadPolicy(opts.checkpoint);
       tokenizer = policy.tokenizer;
       contextLength = policy.gpt.contextLength;
@@ -178,12 +180,13 @@ program
         stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
       });
     } else {
-      if (!(PERSONAS as readonly string[]).includes(opts.persona)) {
-        throw new ConfigError([`--persona: expected one of ${PERSONAS.join(", ")}, got ${JSON.stringify(opts.persona)}`]);
+      const persona = opts.persona ?? "careful";
+      if (!(PERSONAS as readonly string[]).includes(persona)) {
+        throw new ConfigError([`--persona: expected one of ${PERSONAS.join(", ")}, got ${JSON.stringify(persona)}`]);
       }
       const s = setup(config);
       tokenizer = s.tokenizer;
-      agent = new ScriptedAgent(tokenizer, (ctx) => personaTurn(opts.persona as Persona, ctx, (a) => valuesOf(s.world, a as CountryAttribute)));
+      agent = new ScriptedAgent(tokenizer, (ctx) => personaTurn(persona as Persona, ctx, (a) => valuesOf(s.world, a as CountryAttribute)));
     }
     const groups = await rolloutGroups(tasks, makeEnv, agent, tokenizer, { contextLength, maxObservationTokens: config.env.maxObservationTokens }, {
       groupSize: 1,
