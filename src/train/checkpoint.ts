@@ -4,16 +4,12 @@
  * `arl rollout` can load a policy from the folder alone.
  */
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { writeFileAtomic } from "./runDir.ts";
 import { join } from "node:path";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer, type TokenizerJson } from "../policy/tokenizer.ts";
-
-function writeAtomic(path: string, text: string): void {
-  writeFileSync(`${path}.tmp`, text);
-  renameSync(`${path}.tmp`, path);
-}
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 /** The files `savePolicy` adds beside the backend's own (which has its own manifest). */
@@ -23,8 +19,8 @@ const POLICY_FILES = ["tokenizer.json", "gpt.json"] as const;
 export async function savePolicy(dir: string, backend: EmbeddedBackend, tokenizer: WordTokenizer, gpt: GPTConfig): Promise<void> {
   await backend.save(dir);
   const texts = { "tokenizer.json": JSON.stringify(tokenizer.toJSON()), "gpt.json": JSON.stringify(gpt) };
-  for (const f of POLICY_FILES) writeAtomic(join(dir, f), texts[f]);
-  writeAtomic(join(dir, "policy-manifest.json"), JSON.stringify(Object.fromEntries(POLICY_FILES.map((f) => [f, sha256(texts[f])]))));
+  for (const f of POLICY_FILES) writeFileAtomic(join(dir, f), texts[f]);
+  writeFileAtomic(join(dir, "policy-manifest.json"), JSON.stringify(Object.fromEntries(POLICY_FILES.map((f) => [f, sha256(texts[f])]))));
 }
 
 /** Reads and verifies one of the policy files. @throws Error naming the file when missing, changed or not JSON */

@@ -8,6 +8,13 @@ import { join, resolve, sep } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Metrics, Trajectory } from "../core/types.ts";
 
+/** Writes a file through a temp file + rename, so a crash never leaves it half-written. */
+export function writeFileAtomic(path: string, text: string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+}
+
 /** Writes one run's files. */
 export class RunDir {
   readonly path: string;
@@ -77,11 +84,7 @@ export class RunDir {
     this.atomicWrite("summary.json", JSON.stringify(summary, null, 2) + "\n");
   }
 
-  /** Temp file + rename, so a crash never leaves a half-written file. */
   private atomicWrite(rel: string, text: string): void {
-    const target = join(this.path, rel);
-    const tmp = `${target}.tmp-${process.pid}`;
-    writeFileSync(tmp, text);
-    renameSync(tmp, target);
+    writeFileAtomic(join(this.path, rel), text);
   }
 }
