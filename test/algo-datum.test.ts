@@ -30,6 +30,14 @@ describe("trajectoryToDatum", () => {
     expect(d.advantages).toEqual([0, 0, 0.7, 0.7, 0, 0, 0.7]);
     expect(d.refLogprobs).toBeUndefined();
   });
+  it("with trainObservations, weights every target after the prompt (Search-R1's unmasked ablation)", () => {
+    const d = trajectoryToDatum(traj(), 0.5, { trainObservations: true });
+    // targets 11,12 are prompt tokens (positions 1, 2 < promptLength 3) → 0; 13..17 → 1, observations included
+    expect(d.weights).toEqual([0, 0, 1, 1, 1, 1, 1]);
+    expect(d.advantages).toEqual([0, 0, 0.5, 0.5, 0.5, 0.5, 0.5]);
+    // observation logprobs are left for the caller to fill with the behaviour policy's
+    expect(d.logprobs).toEqual([0, 0, -0.1, -0.2, 0, 0, -0.3]);
+  });
   it("carries target-aligned refLogprobs and checks their length", () => {
     const ref = [0, 0, -0.15, -0.25, 0, 0, -0.35];
     expect(trajectoryToDatum(traj(), 1, { refLogprobs: ref }).refLogprobs).toEqual(ref);

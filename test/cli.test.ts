@@ -13,7 +13,7 @@ const arl = (...args: string[]) => {
 
 describe("arl CLI", () => {
   it("every command has --help", () => {
-    for (const cmd of ["train", "eval", "rollout", "search"]) {
+    for (const cmd of ["train", "lab", "eval", "rollout", "search"]) {
       const r = arl(cmd, "--help");
       expect(r.code, r.err).toBe(0);
       expect(r.out).toContain(`Usage: arl ${cmd}`);
@@ -29,7 +29,10 @@ describe("arl CLI", () => {
     expect(trailing.err).toContain("--rl.groupSize: missing value");
     const term = arl("train", "--reward.weights.bogus", "1", "--print-config");
     expect(term.code).toBe(2);
-    expect(term.err).toContain("reward.weights.bogus: unknown reward term; allowed: em, format, search_cost, invalid");
+    expect(term.err).toContain("reward.weights.bogus: unknown reward term; allowed: em, f1, cover_em, judge, format");
+    const preset = arl("train", "--reward.preset", "medicine", "--print-config");
+    expect(preset.code).toBe(2);
+    expect(preset.err).toContain("reward.preset: unknown preset; allowed: default, outcome-only");
     const ok = arl("train", "--rl.groupSize=4", "--print-config");
     expect(ok.code, ok.err).toBe(0);
     expect(JSON.parse(ok.out).rl.groupSize).toBe(4);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, applyOverrides, resolveConfig } from "../src/train/config.ts";
+import { ConfigError, applyOverrides, resolveConfig, rewardConfigOf } from "../src/train/config.ts";
 
 describe("config", () => {
   it("fills every default from an empty document", () => {
@@ -7,7 +7,18 @@ describe("config", () => {
     expect(c.rl.groupSize).toBe(8);
     expect(c.env.topK).toBe(3);
     expect(c.env.maxTurns).toBe(4);
-    expect(c.reward.weights.em).toBe(1);
+    expect(c.reward.preset).toBe("default");
+    expect(c.reward.weights).toEqual({});
+    // The default reward is the main job's v1: the `default` preset's weights.
+    expect(rewardConfigOf(c).weights).toEqual({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1 });
+    expect(c.rl.maskObservations).toBe(true);
+    expect(c.detectors.guessUnknown).toEqual({ rise: 0.1, min: 0.2 });
+    expect(c.lab.designs).toEqual(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]);
+  });
+
+  it("reward.weights add to or override the preset's weights", () => {
+    const c = resolveConfig({ reward: { preset: "composite", weights: { guess: 1, latency: 0.5 } } });
+    expect(rewardConfigOf(c).weights).toMatchObject({ em: 1, guess: 1, latency: 0.5, needless_search: 0.2 });
   });
 
   it("errors name the field, the allowed values and what was given", () => {

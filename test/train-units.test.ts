@@ -49,3 +49,51 @@ describe("PPO-ptx replay weights", () => {
     expect(loss).toBeCloseTo(0.5 * ((2 + 4 + 1 + 1 + 1 + 1) / 6), 12);
   });
 });
+
+describe("rlStep with observation tokens unmasked", () => {
+  it("trains on observation tokens with the pre-update policy's logprobs, sampled tokens keep the sampler's", async () => {
+    const { SMOKE_OVERRIDES, applyOverrides, resolveConfig } = await import("../src/train/config.ts");
+    const { setup } = await import("../src/train/experiment.ts");
+    const { EmbeddedBackend } = await import("../src/policy/embedded/backend.ts");
+    const { rlStep } = await import("../src/train/rl.ts");
+    const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "rl.maskObservations": "false", "reward.preset": "composite", "rl.minibatches": "1" }));
+    const s = setup(config);
+    const real = await EmbeddedBackend.create(s.gpt, 0);
+    const seen: { fb: Datum[][]; lp: Array<{ datums: Datum[]; out: number[][] }> } = { fb: [], lp: [] };
+    const spy = {
+      forwardBackward: (d: Datum[], ...rest: Parameters<typeof real.forwardBackward> extends [unknown, ...infer R] ? R : never) => {
+        seen.fb.push(structuredClone(d));
+        return real.forwardBackward(d, ...rest);
+      },
+      computeLogprobs: async (d: Datum[]) => {
+        const out = await real.computeLogprobs(d);
+        seen.lp.push({ datums: structuredClone(d), out });
+        return out;
+      },
+      optimStep: real.optimStep.bind(real),
+      samplingClient: real.samplingClient.bind(real),
+      save: real.save.bind(real),
+      load: real.load.bind(real),
+    };
+    const tasks = s.world.train.slice(0, 3);
+    const res = await rlStep({ backend: spy, tokenizer: s.tokenizer, makeEnv: s.makeEnv, limits: s.limits, config }, tasks, 5);
+    const trajs = res.groups.flatMap((g) => g.trajectories);
+    // An untrained policy writes invalid turns, whose corrective observations are masked from sampling.
+    expect(trajs.some((t) => t.lossMask.slice(t.promptLength).includes(0))).toBe(true);
+    expect(seen.lp).toHaveLength(1); // the behaviour logprobs of the observation tokens
+    const trained = seen.fb[0];
+    expect(trained.length).toBeGreaterThan(0);
+    const all = seen.lp[0];
+    for (const d of trained) {
+      const b = all.datums.findIndex((x) => x.modelInput.join() === d.modelInput.join() && x.advantages!.join() === d.advantages!.join());
+      const t = trajs[b];
+      for (let i = 0; i < d.weights.length; i++) {
+        const afterPrompt = i + 1 >= t.promptLength;
+        expect(d.weights[i]).toBe(afterPrompt ? 1 : 0);
+        if (t.lossMask[i + 1] === 1) expect(d.logprobs![i]).toBe(t.logprobs[i + 1]); // sampled: the sampler's
+        else if (afterPrompt) expect(d.logprobs![i]).toBe(all.out[b][i]); // observation: the current policy's
+      }
+    }
+    expect(Number.isFinite(res.metrics["train/loss"])).toBe(true);
+  });
+});

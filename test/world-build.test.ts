@@ -90,3 +90,50 @@ describe("buildWorld", () => {
     expect(() => buildWorld({ knownFraction: 2 })).toThrow(/knownFraction must be in \[0, 1\]/);
   });
 });
+
+describe("evidence conflicts (noiseFraction)", () => {
+  it("adds contradicting forum passages for unknown facts only, and is off by default", async () => {
+    const { buildWorld, counterfactualWorld } = await import("../src/envs/search/world.ts");
+    const clean = buildWorld({ seed: 3, numCountries: 20 });
+    expect(clean.passages.every((p) => p.source === undefined && p.fact === p.id)).toBe(true);
+    const noisy = buildWorld({ seed: 3, numCountries: 20, noiseFraction: 0.5, noiseReliability: 0.25 });
+    const noise = noisy.passages.filter((p) => p.id.endsWith(":noise"));
+    const unknownFacts = noisy.countries.filter((c) => !c.popular).length * 4;
+    // about half of the unknown facts, never a popular country's
+    expect(noise.length).toBeGreaterThan(unknownFacts * 0.3);
+    expect(noise.length).toBeLessThan(unknownFacts * 0.7);
+    const popular = new Set(noisy.countries.filter((c) => c.popular).map((c) => c.cca3));
+    for (const p of noise) {
+      const [, cca3, fact] = p.id.split(":");
+      expect(popular.has(cca3)).toBe(false);
+      expect(p).toMatchObject({ source: "forum", reliability: 0.25, fact: `country:${cca3}:${fact}` });
+      const truth = noisy.passages.find((q) => q.id === `country:${cca3}:${fact}`)!;
+      expect(truth).toMatchObject({ source: "encyclopedia", reliability: 1, title: p.title });
+      expect(p.text).not.toBe(truth.text); // it contradicts the true fact
+    }
+    // The questions and the true passages are those of the clean world.
+    expect(noisy.train).toEqual(clean.train);
+    expect(noisy.passages.filter((p) => !p.id.endsWith(":noise")).map((p) => p.text)).toEqual(clean.passages.map((p) => p.text));
+    // Counterfactual copies keep the noise option.
+    expect(counterfactualWorld(noisy, 9).passages.some((p) => p.id.endsWith(":noise"))).toBe(true);
+    expect(() => buildWorld({ noiseFraction: 2 })).toThrow("WorldConfig.noiseFraction must be in [0, 1], got 2");
+  });
+
+  it("a search in a noisy world observes both sources and the conflict is detected", async () => {
+    const { buildWorld } = await import("../src/envs/search/world.ts");
+    const { BM25Index } = await import("../src/retrieval/bm25.ts");
+    const { SearchEnv } = await import("../src/envs/search/env.ts");
+    const { firstConflictTurn } = await import("../src/reward/evidence.ts");
+    const world = buildWorld({ seed: 3, numCountries: 20, noiseFraction: 1 });
+    const task = world.train.find((t) => t.known === false && t.kind === "single-hop" && t.meta?.attribute === "capital")!;
+    const env = new SearchEnv({ retriever: new BM25Index(world.passages), topK: 3 });
+    await env.reset(task);
+    const r = await env.step(`<search> ${task.meta!.entity} capital </search>`);
+    expect(r.observation).toContain("source : encyclopedia");
+    expect(r.observation).toContain("source : forum");
+    expect(r.info).toMatchObject({ tool: "search", latencyMs: 200 + 50 * 3 });
+    const turn = { actionText: "", action: r.info.action, observation: r.observation, passages: r.info.passages, sampledTokens: 3, observationTokens: 10, stopReason: "stop" as const };
+    const traj = { task, tokens: [1], lossMask: [0], logprobs: [0], promptLength: 1, turns: [turn], answer: null, searches: 1, invalidActions: 0, truncated: true };
+    expect(firstConflictTurn(traj)).toBe(0);
+  });
+});

@@ -39,13 +39,20 @@ export interface DatumOptions {
   validate?: boolean;
   /** Reference-policy logprobs of the targets `[seq-1]` (nats), already target-aligned, for the k3 KL term. */
   refLogprobs?: readonly number[];
+  /**
+   * Train on observation tokens too: weight 1 on every target after the prompt, not only on sampled tokens
+   * (Search-R1 Table 4's "w/o retrieved-token masking" ablation). Their `logprobs` stay 0 here; the caller must
+   * fill them with the behaviour policy's logprobs (see `rlStep`). Default false.
+   */
+  trainObservations?: boolean;
 }
 
 /**
  * Builds the training datum of a trajectory. With `n = tokens.length`, all outputs are `[n-1]`:
  * `modelInput = tokens[0..n-2]`, `targetTokens = tokens[1..n-1]`, `weights = lossMask[1..]`,
  * `logprobs = logprobs[1..]`, `advantages[i] = advantage` where `weights[i] = 1`, else 0. Prompt, forced and
- * observation tokens therefore get weight 0 (their mask is 0).
+ * observation tokens therefore get weight 0 (their mask is 0) — unless `trainObservations`, which weights every
+ * target after the prompt.
  * @param traj the trajectory `[seq]`
  * @param advantage its scalar advantage (e.g. from `grpoAdvantages`)
  * @throws Error (naming the task id) when validation fails, the trajectory has < 2 tokens, or `refLogprobs` is
@@ -55,7 +62,9 @@ export function trajectoryToDatum(traj: Trajectory, advantage: number, opts: Dat
   if (opts.validate ?? true) assertTrajectory(traj);
   const n = traj.tokens.length;
   if (n < 2) throw new Error(`trajectory ${traj.task.id}: needs at least 2 tokens to make a datum, has ${n}`);
-  const weights = traj.lossMask.slice(1);
+  const weights = opts.trainObservations
+    ? traj.lossMask.slice(1).map((_, i) => (i + 1 >= traj.promptLength ? 1 : 0))
+    : traj.lossMask.slice(1);
   const datum: Datum = {
     modelInput: traj.tokens.slice(0, n - 1),
     targetTokens: traj.tokens.slice(1),

@@ -1,8 +1,9 @@
 /** Console rendering: progress bars (cli-progress), the summary table (cli-table3), readable trajectories. */
 import cliProgress from "cli-progress";
 import Table from "cli-table3";
-import type { Trajectory } from "../core/types.ts";
 import type { ProgressBar, Reporter, SummaryRow } from "../train/experiment.ts";
+import { LAB_TABLE_HEAD, labTableRows } from "../lab/report.ts";
+import type { LabResult } from "../lab/types.ts";
 
 /** A reporter that draws one progress bar per stage on stderr (nothing when stderr is not a terminal). */
 export function consoleReporter(): Reporter {
@@ -61,23 +62,11 @@ export function summaryTable(rows: readonly SummaryRow[]): string {
   return table.toString();
 }
 
-/** A trajectory as readable text: the question, each turn's action and observation, the answer and reward. */
-export function formatTrajectory(t: Trajectory): string {
-  const lines = [
-    `── ${t.task.id}${t.task.known === undefined ? "" : t.task.known ? " (known)" : " (unknown)"}`,
-    `question: ${t.task.question}`,
-    `gold:     ${t.task.answers.join(" | ")}`,
-  ];
-  t.turns.forEach((turn, i) => {
-    lines.push(`turn ${i + 1}: ${turn.actionText.trim()}`);
-    if (turn.observation.trim() !== "") lines.push(`  ${turn.observation.trim().replace(/\n/g, "\n  ")}`);
-  });
-  lines.push(`answer:   ${t.answer ?? "(none)"}   searches ${t.searches}   invalid ${t.invalidActions}`);
-  if (t.reward) {
-    lines.push(
-      `reward:   ${t.reward.total.toFixed(3)} = ` +
-        t.reward.terms.map((x) => `${x.weight}×${x.name}(${x.value})`).join(" + "),
-    );
-  }
-  return lines.join("\n");
+export { formatTrajectory } from "../rollout/format.ts";
+
+/** The lab's final table on the console (the same rows as the report's table). */
+export function labTable(lab: LabResult): string {
+  const table = new Table({ style: process.stdout.isTTY ? {} : { head: [], border: [] }, head: [...LAB_TABLE_HEAD] });
+  for (const row of labTableRows(lab)) table.push(row);
+  return table.toString();
 }

@@ -19,12 +19,17 @@ import {
   applyOverrides,
   readConfigFile,
   resolveConfig,
+  rewardConfigOf,
   type ExperimentConfig,
 } from "../train/config.ts";
 import { evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow } from "../train/experiment.ts";
 import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
-import { consoleReporter, formatTrajectory, summaryTable } from "./format.ts";
+import { consoleReporter, formatTrajectory, labTable, summaryTable } from "./format.ts";
+import { BUILTIN_DESIGNS } from "../lab/designs.ts";
+import { QUICK_LAB_OVERRIDES, runLab } from "../lab/lab.ts";
+import { REWARD_PRESETS } from "../reward/presets.ts";
+import { TERM_LIST } from "../reward/terms.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
 export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
@@ -85,7 +90,56 @@ program
     const summary = await runExperiment(config, consoleReporter(), { overwrite: opts.overwrite === true });
     console.log(`\nHeld-out summary (${summary.rows[0]?.result.all.n ?? 0} questions, split ${summary.split}):`);
     console.log(summaryTable(summary.rows));
+    console.log(
+      summary.detectors.length === 0
+        ? "reward-hacking detectors: quiet"
+        : `reward-hacking detectors firing:\n  ${summary.detectors.map((f) => f.message).join("\n  ")}`,
+    );
     console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
+  });
+
+program
+  .command("lab")
+  .description("Train several reward designs from one warm start on the same seed, data and budget; write report.html")
+  .option("--designs <list>", `comma-separated designs (built-in: ${Object.keys(BUILTIN_DESIGNS).join(", ")}; or defined under lab.define)`)
+  .option("-c, --config <file>", "YAML or JSON config (adds the lab section: designs, define, examples)")
+  .option("--quick", "CI-sized lab: tiny model, 4 RL steps per design (about a minute)")
+  .option("--name <name>", "lab folder name under runs/ (default: lab, or lab-quick with --quick)")
+  .option("--list", "list the designs, reward presets and terms, then exit")
+  .option("--overwrite", "replace an existing lab folder of the same name")
+  .option("--print-config", "print the resolved config and exit")
+  .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.steps 50 --lab.examples 3")
+  .action(async (opts: { designs?: string; config?: string; quick?: boolean; name?: string; list?: boolean; overwrite?: boolean; printConfig?: boolean }) => {
+    if (opts.list) {
+      console.log("designs:");
+      for (const [name, d] of Object.entries(BUILTIN_DESIGNS)) console.log(`  ${name.padEnd(20)} ${d.description}`);
+      console.log("presets:");
+      for (const [name, p] of Object.entries(REWARD_PRESETS)) {
+        console.log(`  ${name.padEnd(20)} ${Object.entries(p.weights).map(([t, w]) => `${t} ${w}`).join(", ")}`);
+      }
+      console.log("terms:");
+      for (const t of TERM_LIST) console.log(`  ${t.name.padEnd(20)} [${t.family}] ${t.description}`);
+      return;
+    }
+    let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
+    if (opts.quick) raw = applyOverrides(raw, QUICK_LAB_OVERRIDES);
+    const labOverrides: Record<string, string> = { "run.name": opts.name ?? (opts.quick ? "lab-quick" : "lab") };
+    if (opts.designs !== undefined) {
+      const list = opts.designs.split(",").map((x) => x.trim()).filter(Boolean);
+      if (list.length === 0) throw new ConfigError([`--designs: expected a comma-separated list of designs, got ${JSON.stringify(opts.designs)}`]);
+      labOverrides["lab.designs"] = JSON.stringify(list);
+    }
+    const config = resolveConfig(applyOverrides(applyOverrides(raw, labOverrides), overrides));
+    if (opts.printConfig) {
+      console.log(JSON.stringify(config, null, 2));
+      return;
+    }
+    const lab = await runLab(config, consoleReporter(), { overwrite: opts.overwrite === true, quick: opts.quick === true });
+    console.log(`\nReward lab ${lab.name}: ${lab.designs.length} designs × ${lab.rlSteps} RL steps, ${lab.evalQuestions} held-out questions`);
+    console.log(labTable(lab));
+    for (const c of lab.claims) console.log(`${c.title}\n  ${c.text}`);
+    const folder = join(config.run.dir, config.run.name);
+    console.log(`report: ${join(folder, "report.html")}   wall time: ${(lab.wallMs / 60000).toFixed(1)} min`);
   });
 
 /** The tasks and env of `eval`/`rollout`: the run's world, or a real QA file with a corpus. */
@@ -194,7 +248,7 @@ program
     });
     for (const g of groups) {
       const t = g.trajectories[0];
-      t.reward = computeReward(t, { weights: config.reward.weights });
+      t.reward = await computeReward(t, rewardConfigOf(config));
       console.log(formatTrajectory(t) + "\n");
     }
   });

@@ -28,6 +28,13 @@ export interface Task {
   /** Structured facts behind the question (e.g. `{ attribute: "capital", entity: "france" }`), for scripted agents
    * and analysis; never shown to the policy. */
   meta?: Record<string, string>;
+  /**
+   * `high` marks a high-risk task (finance, medical, insurance): a definite answer not supported by retrieved
+   * evidence is penalised by the `unsupported_answer` reward term. Default `normal`.
+   */
+  risk?: "high" | "normal";
+  /** Names of tools this task forbids (e.g. `["search"]`); each call is penalised by the `forbidden_tool` term. */
+  forbiddenTools?: string[];
 }
 
 /** A chat-style message (used for readable printing and, later, chat templates). */
@@ -51,6 +58,15 @@ export interface Passage {
   title: string;
   text: string;
   score?: number;
+  /**
+   * Key of the fact the passage states (e.g. `country:fra:capital`). Two retrieved passages with the same `fact`
+   * and different text disagree: an evidence conflict (see the world's `noiseFraction`).
+   */
+  fact?: string;
+  /** Where the passage comes from (e.g. `encyclopedia`, `forum`); shown to the policy when set. */
+  source?: string;
+  /** How often this source is right, in [0, 1] (1 = always); the policy sees only `source`. */
+  reliability?: number;
 }
 
 /** What the environment returns for one action. */
@@ -74,6 +90,10 @@ export interface StepInfo {
   truncated?: boolean;
   /** Error text when a tool failed; the failure became an observation instead of a crash. */
   error?: string;
+  /** Name of the tool the action called (e.g. `search`); absent when it called none. */
+  tool?: string;
+  /** Simulated latency of that tool call (ms), from the env's deterministic latency model. */
+  latencyMs?: number;
 }
 
 /** One policy turn and the environment's reply. */
@@ -90,6 +110,10 @@ export interface Turn {
   observationTokens: number;
   /** Why sampling stopped: a stop token, the token budget, or the context window. */
   stopReason: StopReason;
+  /** Name of the tool this turn called (`search`), absent when the turn called none. */
+  tool?: string;
+  /** Simulated latency of this turn's tool call (ms, from the env's latency model); absent without a call. */
+  toolLatencyMs?: number;
 }
 
 /** Why a sample ended. */
@@ -105,12 +129,19 @@ export interface RewardTerm {
   weight: number;
   /** One-line explanation (why this value). */
   explanation: string;
+  /**
+   * Set when the term could not be computed (e.g. the LLM judge failed after its retries): the value is then 0
+   * and the error is kept here, so a failed term is recorded on the trajectory, never silently dropped.
+   */
+  error?: string;
 }
 
 /** The reward of a trajectory with every term kept, so a total is never a mystery. */
 export interface RewardBreakdown {
   total: number;
   terms: RewardTerm[];
+  /** Cost of computing this reward outside the policy (e.g. LLM-judge spend, in the judge's price unit); 0 if none. */
+  cost?: number;
 }
 
 /**

@@ -30,12 +30,15 @@ export function informationObservation(content: string): string {
  * Formats retrieved passages as Search-R1 `_passages2string`: for each passage i (0-based),
  * `Doc {i+1}(Title: {title}) {text}\n`, concatenated. Empty input → `''`.
  * Difference: Search-R1 prints the raw first line of wiki-18 `contents`, which keeps the title's double quotes
- * (`Title: "Evan Morris"`); our `Passage.title` is unquoted by the corpus loader, so the quotes are not shown.
+ * (`Title: "Evan Morris"`); our `Passage.title` is unquoted by the corpus loader, so the quotes are not shown; a
+ * passage with a `source` is shown as `Doc i(Title: {title} , source : {source}) {text}`.
  */
 export function formatPassages(passages: readonly Passage[]): string {
   let out = "";
   passages.forEach((p, i) => {
-    out += `Doc ${i + 1}(Title: ${p.title}) ${p.text}\n`;
+    // Our addition: a passage with a `source` shows it, so the policy can weigh conflicting evidence.
+    const source = p.source === undefined ? "" : ` , source : ${p.source}`;
+    out += `Doc ${i + 1}(Title: ${p.title}${source}) ${p.text}\n`;
   });
   return out;
 }

@@ -42,11 +42,12 @@ export class BM25Index {
   private readonly byId = new Map<string, number>();
 
   /**
-   * Indexes the passages (their `score` fields are ignored).
+   * Indexes the passages (their `score` fields are dropped; other fields are returned with each hit).
    * @throws Error on a duplicate passage id (naming it and both positions)
    */
   constructor(passages: readonly Passage[]) {
-    this.passages = passages.map((p) => ({ id: p.id, title: p.title, text: p.text }));
+    // Every field but the score is kept (fact, source and reliability feed evidence rewards).
+    this.passages = passages.map(({ score: _score, ...p }) => ({ ...p }));
     this.passages.forEach((p, i) => {
       const prev = this.byId.get(p.id);
       if (prev !== undefined) throw new Error(`BM25Index: duplicate passage id ${JSON.stringify(p.id)} at ${prev} and ${i}`);

@@ -1,17 +1,27 @@
 /**
  * Composes weighted reward terms (`REWARD_TERMS`) into a `RewardBreakdown` that keeps every term, so a total is
- * never a mystery.
+ * never a mystery. A term that fails (the LLM judge after its retries) contributes 0 and its error is kept on the
+ * breakdown: the trajectory is never dropped.
  */
-import type { RewardBreakdown, RewardTerm, Trajectory } from "../core/types.ts";
+import type { RewardBreakdown, RewardTerm, Trajectory, TrajectoryGroup } from "../core/types.ts";
 import { REWARD_TERMS } from "./terms.ts";
+import type { Judge, RewardContext, RewardOptions } from "./types.ts";
 
 /**
- * Which terms to compute and their weights. Exactly the terms named in `weights` are computed, in insertion order;
- * a weight of 0 still computes and reports the term (contribution 0).
+ * Which terms to compute, their weights and their parameters. Exactly the terms named in `weights` are computed,
+ * in insertion order; a weight of 0 still computes and reports the term (contribution 0).
  */
 export interface RewardConfig {
   weights: Record<string, number>;
+  options?: Partial<RewardOptions>;
 }
+
+/** Defaults of the term parameters. */
+export const DEFAULT_REWARD_OPTIONS: RewardOptions = {
+  requireThink: false,
+  otcC: 1,
+  abstentions: ["unknown", "i dont know", "i don’t know", "i do not know", "cannot answer", "not sure"],
+};
 
 /** Reward v1 defaults: EM, a small format bonus, 0.05 per search, 0.1 per invalid action. */
 export const DEFAULT_REWARD_CONFIG: RewardConfig = {
@@ -35,17 +45,42 @@ export function validateRewardConfig(config: RewardConfig): void {
 /**
  * The reward of a finished trajectory: `total = Σ_term value × weight`, with every term kept.
  * @param traj a finished trajectory
- * @param config term weights (default `DEFAULT_REWARD_CONFIG`)
- * @throws Error from `validateRewardConfig` for unknown terms or non-finite weights
+ * @param config term weights and parameters (default `DEFAULT_REWARD_CONFIG`)
+ * @param ctx the trajectory's group and the judge, when terms need them
+ * @throws Error from `validateRewardConfig` for unknown terms or non-finite weights (never for a failing term)
  */
-export function computeReward(traj: Trajectory, config: RewardConfig = DEFAULT_REWARD_CONFIG): RewardBreakdown {
+export async function computeReward(
+  traj: Trajectory,
+  config: RewardConfig = DEFAULT_REWARD_CONFIG,
+  ctx: { group?: readonly Trajectory[]; judge?: Judge } = {},
+): Promise<RewardBreakdown> {
   validateRewardConfig(config);
+  const context: RewardContext = { ...ctx, options: { ...DEFAULT_REWARD_OPTIONS, ...config.options } };
   const terms: RewardTerm[] = [];
   let total = 0;
+  let cost = 0;
   for (const [name, weight] of Object.entries(config.weights)) {
-    const { value, explanation } = REWARD_TERMS[name](traj);
-    terms.push({ name, value, weight, explanation });
-    total += value * weight;
+    let r;
+    try {
+      r = await REWARD_TERMS[name].compute(traj, context);
+    } catch (e) {
+      r = { value: 0, explanation: `not computed: ${(e as Error).message}`, error: (e as Error).message };
+    }
+    const term: RewardTerm = { name, value: r.value, weight, explanation: r.explanation };
+    if (r.error !== undefined) term.error = r.error;
+    terms.push(term);
+    total += r.value * weight;
+    cost += r.cost ?? 0;
   }
-  return { total, terms };
+  return cost > 0 ? { total, terms, cost } : { total, terms };
+}
+
+/**
+ * Rewards every trajectory of every group in place (`traj.reward`), each with its group as context.
+ * @throws Error from `validateRewardConfig`
+ */
+export async function rewardGroups(groups: readonly TrajectoryGroup[], config: RewardConfig, judge?: Judge): Promise<void> {
+  for (const g of groups) {
+    for (const traj of g.trajectories) traj.reward = await computeReward(traj, config, { group: g.trajectories, judge });
+  }
 }

@@ -1,23 +1,55 @@
 /**
- * Reward v1 terms. Each term maps a finished trajectory to a raw value and a one-line explanation; the composer
- * (`compose.ts`) weights and sums them. New terms (outcome, necessity, evidence, cost, safety…) are added by putting
- * an entry in `REWARD_TERMS`; the composer needs no change.
+ * The reward-term library. Each term maps a finished trajectory (and, for group-relative terms, its GRPO group) to
+ * a raw value and a one-line explanation with its numbers; the composer (`compose.ts`) weights and sums them.
+ * Families (`TermFamily`): outcome (is the answer right), format (does the episode follow the protocol), necessity
+ * (did it search when, and only when, it had to), evidence (did it use what it retrieved), cost (what it spent;
+ * value = −quantity, the weight is the unit price), bonus (deliberately hackable, for the lab) and safety.
+ * Evidence and necessity terms are built on `evidence.ts`, the helpers the hacking detectors use, so a term and
+ * its detector never disagree. A new term is one entry in `TERM_LIST`; the composer needs no change.
  */
 import type { Trajectory } from "../core/types.ts";
-import { emCheck, normalizeAnswer } from "./em.ts";
+import { emCheck, normalizeAnswer, subEmCheck, tokenF1 } from "./em.ts";
+import {
+  answerGrounded,
+  citations,
+  containsNormalized,
+  fabricatedCitations,
+  firstConflictTurn,
+  goldRetrieved,
+  ignoredEvidence,
+  neededCalls,
+  retrievedPassages,
+} from "./evidence.ts";
+import { isValidSequence, trajectoryText } from "./format.ts";
+import type { RewardContext, RewardTermDef, TermResult } from "./types.ts";
 
-/** What a term returns: its raw (unweighted) value and why. */
-export interface TermResult {
-  value: number;
-  explanation: string;
-}
-
-/** A reward term: a pure function of a finished trajectory. */
+/** A term's compute function that needs only the trajectory. */
 export type RewardTermFn = (traj: Trajectory) => TermResult;
+
+/** A term's compute function that reads the context too (group, options, judge). */
+export type RewardTermCtxFn = (traj: Trajectory, ctx: RewardContext) => TermResult;
 
 function plural(n: number, word: string, many = `${word}s`): string {
   return `${n} ${n === 1 ? word : many}`;
 }
+
+/** A number for an explanation: at most 3 decimals, no trailing zeros. */
+function num(x: number): string {
+  return String(Number(x.toFixed(3)));
+}
+
+/** Whitespace collapsed to single spaces, cut to `max` characters (with `…`). */
+function oneLine(s: string, max: number): string {
+  const t = s.replace(/\s+/g, " ").trim();
+  return t.length <= max ? t : `${t.slice(0, max - 1)}…`;
+}
+
+/** `0 − x`, never `−0` (so a count of 0 gives `+0`, which `Object.is(v, 0)` accepts). */
+function neg(x: number): number {
+  return 0 - x;
+}
+
+// ───────────────────────────── outcome ─────────────────────────────
 
 /**
  * `em`: 1 when `traj.answer` exactly matches a gold of `traj.task.answers` after Search-R1 normalisation
@@ -38,6 +70,49 @@ export const emTerm: RewardTermFn = (traj) => {
 };
 
 /**
+ * `f1`: token F1 in [0, 1] of the answer against the best gold (`tokenF1`: SQuAD v1.1 `f1_score` over the
+ * Search-R1-normalised tokens, maximised over golds); a null answer scores 0 ("no answer").
+ */
+export const f1Term: RewardTermFn = (traj) => {
+  if (traj.answer === null) return { value: 0, explanation: "no answer" };
+  const f1 = tokenF1(traj.answer, traj.task.answers);
+  return { value: f1, explanation: `token F1 ${num(f1)} of "${traj.answer}" against ${plural(traj.task.answers.length, "gold answer")}` };
+};
+
+/**
+ * `cover_em`: 1 when some normalised gold is a substring of the normalised answer (`subEmCheck`, Search-R1
+ * `subem_check`), else 0; a null answer scores 0. Pays verbose answers that contain the gold.
+ */
+export const coverEmTerm: RewardTermFn = (traj) => {
+  if (traj.answer === null) return { value: 0, explanation: "no answer" };
+  const norm = normalizeAnswer(traj.answer);
+  const hit = traj.task.answers.find((g) => norm.includes(normalizeAnswer(g)));
+  if (subEmCheck(traj.answer, traj.task.answers) === 1) {
+    return { value: 1, explanation: `gold "${hit}" is contained in "${traj.answer}"` };
+  }
+  return { value: 0, explanation: `"${traj.answer}" contains none of ${plural(traj.task.answers.length, "gold answer")}` };
+};
+
+/** The error the `judge` term throws when no judge is configured (recorded on the breakdown by the composer). */
+export const JUDGE_MISSING = "judge term needs reward.options.judge (an OpenAI-compatible endpoint)";
+
+/**
+ * `judge`: an LLM judge's score in [0, 1] for the answer (`ctx.judge.score(question, golds, answer)`, see
+ * `judge.ts`); the judge's spend is passed on as `TermResult.cost`. A null answer scores 0 without calling the judge.
+ * @throws Error(`JUDGE_MISSING`) when `ctx.judge` is absent; the judge's Error after its retries. The composer
+ *   records either as the term's error with value 0; the trajectory is still rewarded.
+ */
+export const judgeTerm = async (traj: Trajectory, ctx: RewardContext): Promise<TermResult> => {
+  if (ctx.judge === undefined) throw new Error(JUDGE_MISSING);
+  if (traj.answer === null) return { value: 0, explanation: "no answer (judge not called)" };
+  const r = await ctx.judge.score(traj.task.question, traj.task.answers, traj.answer);
+  const reason = oneLine(r.reason, 120);
+  return { value: r.score, explanation: `judge score ${num(r.score)} for "${traj.answer}": ${reason}`, cost: r.cost };
+};
+
+// ───────────────────────────── format ─────────────────────────────
+
+/**
  * `format`: 1 when the episode ended with a non-empty answer, was not truncated by the turn budget and had no
  * invalid actions, else 0. A simplified take on the format reward of Search-R1 (`qa_em_format.py`).
  */
@@ -52,22 +127,332 @@ export const formatTerm: RewardTermFn = (traj) => {
     : { value: 0, explanation: problems.join("; ") };
 };
 
-/** `search_cost`: −(number of searches); the weight is the price per search. */
-export const searchCostTerm: RewardTermFn = (traj) => ({
-  value: 0 - traj.searches,
-  explanation: plural(traj.searches, "search", "searches"),
-});
+/**
+ * `format_sm`: 1 when the turn sequence (`trajectoryText`: action texts + observations) is valid under the
+ * protocol's state machine (`isValidSequence`, a port of Search-R1 `is_valid_sequence`, with
+ * `options.requireThink`), else 0 with the first violation.
+ */
+export const formatSmTerm: RewardTermCtxFn = (traj, ctx) => {
+  const v = isValidSequence(trajectoryText(traj), { requireThink: ctx.options.requireThink });
+  return v.valid
+    ? { value: 1, explanation: `valid sequence of ${plural(traj.turns.length, "turn")}` }
+    : { value: 0, explanation: `invalid sequence: ${oneLine(v.reason, 160)}` };
+};
 
 /** `invalid`: −(number of invalid actions); the weight is the price per invalid action. */
 export const invalidTerm: RewardTermFn = (traj) => ({
-  value: 0 - traj.invalidActions,
+  value: neg(traj.invalidActions),
   explanation: plural(traj.invalidActions, "invalid action"),
 });
 
-/** The registry of reward terms by name (the names a `RewardConfig` may weight). */
-export const REWARD_TERMS: Readonly<Record<string, RewardTermFn>> = {
-  em: emTerm,
-  format: formatTerm,
-  search_cost: searchCostTerm,
-  invalid: invalidTerm,
+// ───────────────────────────── necessity ─────────────────────────────
+
+/**
+ * OTC-GRPO's estimate of a task's optimal number of tool calls: the fewest searches among the group's trajectories
+ * whose answer is EM-correct (Wang et al. 2025, "Acting Less is Reasoning More", OTC-GRPO).
+ * @returns that minimum, or `undefined` without a group or without a correct trajectory in it
+ */
+export function groupOptimalCalls(group: readonly Trajectory[] | undefined): number | undefined {
+  let best: number | undefined;
+  for (const t of group ?? []) {
+    if (t.answer === null || emCheck(t.answer, t.task.answers) === 0) continue;
+    best = best === undefined ? t.searches : Math.min(best, t.searches);
+  }
+  return best;
+}
+
+/**
+ * The optimal tool-call count of a trajectory's task: `neededCalls(task)` when the task says (`source: "task"`),
+ * else the group estimate `groupOptimalCalls` (`source: "group"`), else `undefined`.
+ */
+export function optimalCalls(
+  traj: Trajectory,
+  group: readonly Trajectory[] | undefined,
+): { n: number; source: "task" | "group" } | undefined {
+  const need = neededCalls(traj.task);
+  if (need !== undefined) return { n: need, source: "task" };
+  const est = groupOptimalCalls(group);
+  return est === undefined ? undefined : { n: est, source: "group" };
+}
+
+function optimumText(o: { n: number; source: "task" | "group" }): string {
+  return o.source === "task" ? `the task needs ${o.n}` : `the group's fewest searches among correct answers is ${o.n}`;
+}
+
+/**
+ * `guess`: −1 when the task is unknown to the policy (`task.known === false`) and the episode answered (non-null
+ * answer) with zero searches — a search it needed but skipped; else 0.
+ */
+export const guessTerm: RewardTermFn = (traj) => {
+  if (traj.task.known !== false) {
+    return { value: 0, explanation: traj.task.known === true ? "known fact: no search needed" : "task does not say whether it is known" };
+  }
+  if (traj.searches > 0) return { value: 0, explanation: `unknown fact, searched (${plural(traj.searches, "search", "searches")})` };
+  if (traj.answer === null) return { value: 0, explanation: "unknown fact, no search but no answer either" };
+  return { value: -1, explanation: `unknown fact answered "${traj.answer}" with 0 searches (a guess)` };
 };
+
+/**
+ * `needless_search`: −(searches beyond the optimum) = −max(0, searches − n), with n = `neededCalls(task)` when the
+ * task says, else OTC-GRPO's group estimate (`groupOptimalCalls`). With neither (no group, or no correct
+ * trajectory in it) the optimum is unknown and the value is 0.
+ */
+export const needlessSearchTerm: RewardTermCtxFn = (traj, ctx) => {
+  const o = optimalCalls(traj, ctx.group);
+  if (o === undefined) {
+    return { value: 0, explanation: `optimum unknown (task does not say, no correct trajectory in the group); ${plural(traj.searches, "search", "searches")}` };
+  }
+  const extra = Math.max(0, traj.searches - o.n);
+  return { value: neg(extra), explanation: `${plural(traj.searches, "search", "searches")}, ${optimumText(o)}: ${extra} needless` };
+};
+
+/**
+ * OTC's tool-efficiency reward r_tool in [0, 1] for m tool calls when the optimum is n
+ * (Wang et al. 2025, "Acting Less is Reasoning More! Teaching Model to Act Efficiently", arXiv 2504.14870, §3):
+ * - OTC-PPO (n unknown): `cos(m·π / (2m + c))` — 1 at m = 0, decreasing towards cos(π/2) = 0 as m grows;
+ * - OTC-GRPO (n known): with `f(m, n) = 0` if m = n = 0, `m` if n = 0, `2nm / (m + n)` otherwise,
+ *   `r_tool = 1` if f(m, n) = n = 0, `cos(m·π / (2m + c))` if n = 0, `sin(f(m, n)·π / (2n))` otherwise —
+ *   1 at m = n, 0 at m = 0 < n, falling towards sin(π) = 0 as m → ∞ (f → 2n).
+ * Source note: the OTC-PPO form is as quoted from the paper; the OTC-GRPO piecewise form was read from two
+ * independent public re-implementations that quote the paper's equation (the paper's own text was not reachable
+ * here); its shape (peak 1 at m = n, decay on both sides) is checked by the tests.
+ * In the paper r_tool multiplies the correctness reward (r = α·r_tool·r_correct); here it is a separate term.
+ * @param m tool calls of the trajectory (≥ 0)
+ * @param n optimal calls, or `undefined` for the OTC-PPO form
+ * @param c smoothing constant (> 0)
+ * @throws Error when c is not a positive finite number
+ */
+export function otcToolReward(m: number, n: number | undefined, c: number): number {
+  if (!(Number.isFinite(c) && c > 0)) throw new Error(`otc: options.otcC must be a positive finite number, got ${c}`);
+  const ppo = Math.cos((m * Math.PI) / (2 * m + c));
+  if (n === undefined) return ppo;
+  if (n === 0) return m === 0 ? 1 : ppo;
+  const f = (2 * n * m) / (m + n);
+  return Math.sin((f * Math.PI) / (2 * n));
+}
+
+/**
+ * `otc`: OTC's tool-efficiency reward in [0, 1] (`otcToolReward`) with m = searches and n = `optimalCalls`
+ * (the task's need, else the OTC-GRPO group estimate); unknown n → the OTC-PPO form. c = `options.otcC`.
+ * @throws Error when `options.otcC` is not positive (recorded by the composer)
+ */
+export const otcTerm: RewardTermCtxFn = (traj, ctx) => {
+  const m = traj.searches;
+  const c = ctx.options.otcC;
+  const o = optimalCalls(traj, ctx.group);
+  const r = otcToolReward(m, o?.n, c);
+  const why = o === undefined ? `optimum unknown: OTC-PPO cos(mπ/(2m+c)), c=${c}` : `${optimumText(o)}, c=${c}`;
+  return { value: r, explanation: `r_tool ${num(r)} for m=${m} calls; ${why}` };
+};
+
+// ───────────────────────────── evidence ─────────────────────────────
+
+/** `evidence_recall`: 1 when a gold answer occurs (whole words, normalised) in a retrieved passage (`goldRetrieved`), else 0. */
+export const evidenceRecallTerm: RewardTermFn = (traj) => {
+  const passages = retrievedPassages(traj);
+  if (goldRetrieved(traj)) {
+    for (const p of passages) {
+      const g = traj.task.answers.find((a) => containsNormalized(p.text, a));
+      if (g !== undefined) return { value: 1, explanation: `gold "${g}" retrieved in passage ${p.id}` };
+    }
+  }
+  return { value: 0, explanation: `no gold answer in ${plural(passages.length, "retrieved passage")}` };
+};
+
+/** `grounded`: 1 when the answer occurs (whole words, normalised) in a retrieved passage (`answerGrounded`), else 0. */
+export const groundedTerm: RewardTermFn = (traj) => {
+  if (traj.answer === null) return { value: 0, explanation: "no answer" };
+  const passages = retrievedPassages(traj);
+  const answer = traj.answer;
+  if (answerGrounded(traj)) {
+    const p = passages.find((q) => containsNormalized(q.text, answer));
+    return { value: 1, explanation: `"${answer}" appears in passage ${p?.id}` };
+  }
+  return { value: 0, explanation: `"${answer}" appears in none of ${plural(passages.length, "retrieved passage")}` };
+};
+
+/**
+ * `ignored_evidence`: −1 for search-then-ignore (`ignoredEvidence`: a gold answer was retrieved, yet the final
+ * answer matches no gold, or there is none), else 0.
+ */
+export const ignoredEvidenceTerm: RewardTermFn = (traj) => {
+  if (ignoredEvidence(traj)) {
+    const a = traj.answer === null ? "no answer" : `answered "${traj.answer}"`;
+    return { value: -1, explanation: `a gold answer was retrieved, yet ${a}` };
+  }
+  return { value: 0, explanation: goldRetrieved(traj) ? "gold retrieved and answered correctly" : "no gold answer retrieved" };
+};
+
+/**
+ * `fabricated_citation`: −(number of `<cite>…</cite>` citations naming no retrieved passage, by id or normalised
+ * title; `fabricatedCitations`), else 0.
+ */
+export const fabricatedCitationTerm: RewardTermFn = (traj) => {
+  const all = citations(traj);
+  const fake = fabricatedCitations(traj);
+  if (all.length === 0) return { value: 0, explanation: "no citations" };
+  if (fake.length === 0) return { value: 0, explanation: `${plural(all.length, "citation")}, all retrieved` };
+  return {
+    value: neg(fake.length),
+    explanation: `${fake.length} of ${plural(all.length, "citation")} never retrieved: ${fake.map((c) => `"${c}"`).join(", ")}`,
+  };
+};
+
+/**
+ * `conflict_verify`: 0 when the retrieved evidence never conflicted (`firstConflictTurn` undefined); else +1 when
+ * the policy searched again in a turn after the one that revealed the conflict (it verified), −1 when it did not.
+ * Turns are numbered from 1 in the explanation.
+ */
+export const conflictVerifyTerm: RewardTermFn = (traj) => {
+  const first = firstConflictTurn(traj);
+  if (first === undefined) return { value: 0, explanation: "no evidence conflict" };
+  const later = traj.turns.findIndex((t, i) => i > first && t.action.type === "search");
+  return later >= 0
+    ? { value: 1, explanation: `conflicting passages at turn ${first + 1}, searched again at turn ${later + 1}` }
+    : { value: -1, explanation: `conflicting passages at turn ${first + 1}, never searched again` };
+};
+
+// ───────────────────────────── cost ─────────────────────────────
+
+/** `search_cost`: −(number of searches); the weight is the price per search. */
+export const searchCostTerm: RewardTermFn = (traj) => ({
+  value: neg(traj.searches),
+  explanation: plural(traj.searches, "search", "searches"),
+});
+
+/** `gen_tokens`: −Σ turn.sampledTokens (tokens the policy generated); the weight is the price per token. */
+export const genTokensTerm: RewardTermFn = (traj) => {
+  const n = traj.turns.reduce((s, t) => s + t.sampledTokens, 0);
+  return { value: neg(n), explanation: `${plural(n, "generated token")} over ${plural(traj.turns.length, "turn")}` };
+};
+
+/** `obs_tokens`: −Σ turn.observationTokens (tokens of tool output fed back); the weight is the price per token. */
+export const obsTokensTerm: RewardTermFn = (traj) => {
+  const n = traj.turns.reduce((s, t) => s + t.observationTokens, 0);
+  return { value: neg(n), explanation: `${plural(n, "observation token")} over ${plural(traj.turns.length, "turn")}` };
+};
+
+/** `latency`: −Σ turn.toolLatencyMs / 1000 (seconds of simulated tool latency); the weight is the price per second. */
+export const latencyTerm: RewardTermFn = (traj) => {
+  const ms = traj.turns.reduce((s, t) => s + (t.toolLatencyMs ?? 0), 0);
+  const calls = traj.turns.filter((t) => t.toolLatencyMs !== undefined).length;
+  return { value: neg(ms / 1000), explanation: `${num(ms / 1000)} s of tool latency over ${plural(calls, "call")}` };
+};
+
+// ───────────────────────────── bonus ─────────────────────────────
+
+/** `call_bonus`: +(number of tool calls = searches). Deliberately hackable: pays tool spam (for the reward lab). */
+export const callBonusTerm: RewardTermFn = (traj) => ({
+  value: traj.searches,
+  explanation: `${plural(traj.searches, "tool call")} paid`,
+});
+
+// ───────────────────────────── safety ─────────────────────────────
+
+/** Kinds of sensitive data the `sensitive` term looks for. */
+export type SensitiveKind = "email" | "card" | "ssn" | "phone";
+
+/**
+ * Patterns of sensitive data in an answer, matched in this order (each match is blanked before the next pattern
+ * runs, so a card number is never also counted as a phone number):
+ * - `email`: `local@domain.tld`;
+ * - `card`: a payment-card-like number, 4 groups of 4 digits separated by a space or hyphen;
+ * - `ssn`: a US SSN-like `ddd-dd-dddd`;
+ * - `phone`: a phone number written with separators (space, `.` or `-`), optional `+country` prefix and optional
+ *   parenthesised area code: `+1 415-555-0100`, `(415) 555 0100`, `415.555.0100`. A bare integer such as
+ *   `9984670` (our world's areas) never matches.
+ * All are global regexes; digit groups must not touch other word characters.
+ */
+export const SENSITIVE_PATTERNS: Readonly<Record<SensitiveKind, RegExp>> = {
+  email: /[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g,
+  card: /(?<![\w-])\d{4}[ -]\d{4}[ -]\d{4}[ -]\d{4}(?![\w-])/g,
+  ssn: /(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])/g,
+  phone: /(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\w-])/g,
+};
+
+/**
+ * Sensitive-data matches in a text (`SENSITIVE_PATTERNS`, in their order, each match blanked before the next kind).
+ * @returns one entry per match, in kind order then text order
+ */
+export function findSensitive(text: string): { kind: SensitiveKind; match: string }[] {
+  const out: { kind: SensitiveKind; match: string }[] = [];
+  let rest = text;
+  for (const kind of Object.keys(SENSITIVE_PATTERNS) as SensitiveKind[]) {
+    const re = new RegExp(SENSITIVE_PATTERNS[kind].source, "g");
+    rest = rest.replace(re, (m) => {
+      out.push({ kind, match: m });
+      return " ".repeat(m.length);
+    });
+  }
+  return out;
+}
+
+/** `forbidden_tool`: −(number of turns whose `tool` is in `task.forbiddenTools`), else 0. */
+export const forbiddenToolTerm: RewardTermFn = (traj) => {
+  const forbidden = traj.task.forbiddenTools ?? [];
+  if (forbidden.length === 0) return { value: 0, explanation: "no tool is forbidden for this task" };
+  const hits = traj.turns.filter((t) => t.tool !== undefined && forbidden.includes(t.tool));
+  if (hits.length === 0) return { value: 0, explanation: `no call to forbidden ${forbidden.map((f) => `"${f}"`).join(", ")}` };
+  const names = [...new Set(hits.map((t) => t.tool))].map((f) => `"${f}"`).join(", ");
+  return { value: neg(hits.length), explanation: `${plural(hits.length, "call")} to forbidden ${names}` };
+};
+
+/** `sensitive`: −(number of sensitive-data matches in the answer, `findSensitive`); the explanation lists the kinds. */
+export const sensitiveTerm: RewardTermFn = (traj) => {
+  if (traj.answer === null) return { value: 0, explanation: "no answer" };
+  const found = findSensitive(traj.answer);
+  if (found.length === 0) return { value: 0, explanation: "no sensitive data in the answer" };
+  const counts = new Map<SensitiveKind, number>();
+  for (const f of found) counts.set(f.kind, (counts.get(f.kind) ?? 0) + 1);
+  const kinds = [...counts].map(([k, n]) => `${n} ${k}`).join(", ");
+  return { value: neg(found.length), explanation: `sensitive data in the answer: ${kinds}` };
+};
+
+/**
+ * `unsupported_answer`: −1 when the task is high-risk (`task.risk === "high"`) and the answer is definite — non-null,
+ * non-empty after normalisation, and not an abstention (`options.abstentions`, compared after `normalizeAnswer`) —
+ * but not grounded in the retrieved evidence (`answerGrounded`); else 0.
+ */
+export const unsupportedAnswerTerm: RewardTermCtxFn = (traj, ctx) => {
+  if (traj.task.risk !== "high") return { value: 0, explanation: "not a high-risk task" };
+  if (traj.answer === null) return { value: 0, explanation: "no answer" };
+  const norm = normalizeAnswer(traj.answer);
+  if (norm === "") return { value: 0, explanation: "empty answer" };
+  if (ctx.options.abstentions.some((a) => normalizeAnswer(a) === norm)) {
+    return { value: 0, explanation: `abstained ("${traj.answer}")` };
+  }
+  if (answerGrounded(traj)) return { value: 0, explanation: `"${traj.answer}" is supported by a retrieved passage` };
+  return { value: -1, explanation: `high-risk answer "${traj.answer}" not supported by any of ${plural(retrievedPassages(traj).length, "retrieved passage")}` };
+};
+
+// ───────────────────────────── registry ─────────────────────────────
+
+/** The library's terms, in documentation order (`docs/rewards.md` lists them in this order). */
+export const TERM_LIST: readonly RewardTermDef[] = [
+  { name: "em", family: "outcome", description: "1 if the answer exactly matches a gold answer (Search-R1 qa_em.py), else 0", compute: emTerm },
+  { name: "f1", family: "outcome", description: "token F1 in [0, 1] of the answer vs the best gold (SQuAD v1.1); 0 without an answer", compute: f1Term },
+  { name: "cover_em", family: "outcome", description: "1 if a normalised gold is contained in the normalised answer (Search-R1 subem_check), else 0", compute: coverEmTerm },
+  { name: "judge", family: "outcome", description: "LLM-judge score in [0, 1] (OpenAI-compatible endpoint, reward.options.judge); 0 without an answer", compute: judgeTerm },
+  { name: "format", family: "format", description: "1 if the episode ended with a non-empty answer, untruncated, without invalid actions, else 0", compute: formatTerm },
+  { name: "format_sm", family: "format", description: "1 if the turn sequence is valid under the protocol state machine (Search-R1 is_valid_sequence), else 0", compute: formatSmTerm },
+  { name: "invalid", family: "format", description: "−(invalid actions): the weight is the price per invalid action", compute: invalidTerm },
+  { name: "guess", family: "necessity", description: "−1 if an unknown fact was answered with 0 searches (a needed search skipped), else 0", compute: guessTerm },
+  { name: "needless_search", family: "necessity", description: "−(searches beyond the optimum: the task's need, else the group's fewest among correct); 0 if unknown", compute: needlessSearchTerm },
+  { name: "otc", family: "necessity", description: "OTC tool-efficiency reward in [0, 1]: 1 at the optimal call count, decaying on both sides", compute: otcTerm },
+  { name: "evidence_recall", family: "evidence", description: "1 if a gold answer appears in a retrieved passage, else 0", compute: evidenceRecallTerm },
+  { name: "grounded", family: "evidence", description: "1 if the answer appears in a retrieved passage, else 0", compute: groundedTerm },
+  { name: "ignored_evidence", family: "evidence", description: "−1 if a gold answer was retrieved but the answer is wrong or missing, else 0", compute: ignoredEvidenceTerm },
+  { name: "fabricated_citation", family: "evidence", description: "−(citations <cite>…</cite> naming no retrieved passage by id or title)", compute: fabricatedCitationTerm },
+  { name: "conflict_verify", family: "evidence", description: "after conflicting evidence: +1 if the policy searched again, −1 if not; 0 without a conflict", compute: conflictVerifyTerm },
+  { name: "search_cost", family: "cost", description: "−(tool calls): the weight is the price per search", compute: searchCostTerm },
+  { name: "gen_tokens", family: "cost", description: "−(generated tokens): the weight is the price per token", compute: genTokensTerm },
+  { name: "obs_tokens", family: "cost", description: "−(observation tokens): the weight is the price per token", compute: obsTokensTerm },
+  { name: "latency", family: "cost", description: "−(seconds of simulated tool latency): the weight is the price per second", compute: latencyTerm },
+  { name: "call_bonus", family: "bonus", description: "+(tool calls): deliberately hackable per-call pay, for the reward lab", compute: callBonusTerm },
+  { name: "forbidden_tool", family: "safety", description: "−(calls to a tool the task forbids)", compute: forbiddenToolTerm },
+  { name: "sensitive", family: "safety", description: "−(e-mails, phone, SSN-like and card-like numbers in the answer)", compute: sensitiveTerm },
+  { name: "unsupported_answer", family: "safety", description: "−1 if a high-risk task gets a definite answer not supported by retrieved evidence, else 0", compute: unsupportedAnswerTerm },
+];
+
+/** The registry of reward terms by name (the names a `RewardConfig` may weight). */
+export const REWARD_TERMS: Readonly<Record<string, RewardTermDef>> = Object.fromEntries(TERM_LIST.map((t) => [t.name, t]));

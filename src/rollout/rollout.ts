@@ -94,6 +94,7 @@ export async function runEpisode(
       sampledTokens: gen.lossMask.reduce((a, b) => a + b, 0),
       observationTokens: obsTokens.length,
       stopReason: gen.stopReason,
+      ...(result.info.tool === undefined ? {} : { tool: result.info.tool, toolLatencyMs: result.info.latencyMs ?? 0 }),
     });
     if (result.done) {
       truncated = result.info.truncated === true;

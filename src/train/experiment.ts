@@ -3,11 +3,14 @@
  * summary table on the held-out split (Direct, RAG, warm-start policy, RL policy; EM, searches per question and
  * guess rate, split by known vs unknown facts). Every artefact goes to the run folder.
  */
+import { join } from "node:path";
 import { Rng } from "../core/rng.ts";
-import type { Passage, Task, Trajectory } from "../core/types.ts";
+import type { Metrics, Passage, Task, Trajectory } from "../core/types.ts";
+import { DetectorMonitor, defaultDetectors, type DetectorFiring } from "../reward/detectors.ts";
+import { OpenAIJudge } from "../reward/judge.ts";
 import type { EnvFactory } from "../env/types.ts";
 import { SearchEnv } from "../envs/search/env.ts";
-import { buildWorld, counterfactualWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
+import { RELIABLE_SOURCE, UNRELIABLE_SOURCE, buildWorld, counterfactualWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { validateRewardConfig } from "../reward/compose.ts";
 import type { RolloutLimits } from "../rollout/rollout.ts";
@@ -15,7 +18,7 @@ import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer } from "../policy/tokenizer.ts";
 import { savePolicy } from "./checkpoint.ts";
-import type { ExperimentConfig } from "./config.ts";
+import { rewardConfigOf, type ExperimentConfig } from "./config.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
 import { rlStep } from "./rl.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
@@ -58,12 +61,14 @@ export function searchEnvFor(passages: readonly Passage[], config: ExperimentCon
 
 /** Builds the world, its BM25 index, the word-level tokenizer and the env factory from a config. */
 export function setup(config: ExperimentConfig): Setup {
-  validateRewardConfig({ weights: config.reward.weights });
+  validateRewardConfig(rewardConfigOf(config));
   const world = buildWorld({ seed: config.run.seed, ...config.env.world });
   const { index, makeEnv } = searchEnvFor(world.passages, config);
   const tokenizer = WordTokenizer.fromTexts([
     ...worldTexts(world),
     "question : Doc ( Title : ) error tool search : My previous action is invalid . If I want to search , I should put the query between and . If I want to give the final answer , I should put the answer between and . Let me try again . country facts area unknown",
+    // Source names appear only in noisy worlds (kept out otherwise so the default vocabulary is unchanged).
+    ...(config.env.world.noiseFraction > 0 ? [`source ${RELIABLE_SOURCE} ${UNRELIABLE_SOURCE}`] : []),
   ]);
   const limits: RolloutLimits = {
     contextLength: config.policy.contextLength,
@@ -91,10 +96,12 @@ export interface ExperimentSummary {
   run: string;
   split: string;
   rows: SummaryRow[];
+  /** Reward-hacking detectors firing at the end of RL (empty = quiet). */
+  detectors: DetectorFiring[];
 }
 
 /** Runs one evaluation and reports it on a bar. */
-async function evalRow(
+export async function evalRow(
   label: string,
   backend: EmbeddedBackend,
   tasks: Task[],
@@ -125,25 +132,10 @@ export function evalTasks(world: World, config: ExperimentConfig): Task[] {
 }
 
 /**
- * Runs the whole experiment: SFT, baselines, RL, final evaluation; writes the run folder.
- * @returns the summary table
- * @throws Error on invalid reward terms or a broken trajectory invariant
+ * The warm-start demonstrations: scripted personas in the real world plus reading demonstrations in
+ * `sft.counterfactualWorlds` copies whose unknown facts are permuted (see `counterfactualWorld`).
  */
-export async function runExperiment(
-  config: ExperimentConfig,
-  reporter: Reporter = silentReporter,
-  options: { overwrite: boolean } = { overwrite: false },
-): Promise<ExperimentSummary> {
-  const run = new RunDir(config.run.dir, config.run.name, options);
-  run.writeConfig(config);
-  const s = setup(config);
-  reporter.log(
-    `world: ${s.world.countries.length} countries, ${s.world.passages.length} passages, ` +
-      `${s.world.train.length} train / ${s.world.test.length} test questions; vocabulary ${s.tokenizer.vocabSize} tokens`,
-  );
-  const backend = await EmbeddedBackend.create(s.gpt, config.run.seed);
-
-  // Warm start.
+export async function warmStartDemos(s: Setup, config: ExperimentConfig): Promise<Trajectory[]> {
   const known = [...s.world.train, ...s.world.test].filter((t) => t.known === true);
   const demos: Trajectory[] = [];
   for (let k = 0; k <= config.sft.counterfactualWorlds; k++) {
@@ -168,7 +160,15 @@ export async function runExperiment(
       )),
     );
   }
-  reporter.log(`warm start: ${demos.length} demonstrations`);
+  return demos;
+}
+
+/**
+ * Warm start: a fresh policy trained with SFT on `demos`; metrics go to `run`, the policy to
+ * `run.checkpoint("sft")`.
+ */
+export async function warmStart(s: Setup, config: ExperimentConfig, demos: readonly Trajectory[], run: RunDir, reporter: Reporter): Promise<EmbeddedBackend> {
+  const backend = await EmbeddedBackend.create(s.gpt, config.run.seed);
   const sftBar = reporter.bar("warm start (SFT)", config.sft.steps);
   await trainSft(backend, demos, {
     steps: config.sft.steps,
@@ -184,19 +184,40 @@ export async function runExperiment(
   });
   sftBar.stop();
   await savePolicy(run.checkpoint("sft"), backend, s.tokenizer, s.gpt);
+  return backend;
+}
 
-  const tasks = evalTasks(s.world, config);
-  const rows: Array<SummaryRow & { trajectories: Trajectory[] }> = [];
-  rows.push(await evalRow("Direct", backend, tasks, "direct", s, config, reporter));
-  rows.push(await evalRow("RAG", backend, tasks, "rag", s, config, reporter));
-  rows.push(await evalRow("Warm start (SFT)", backend, tasks, "agent", s, config, reporter));
+/** What `trainRl` returns: per-step metrics and the detector monitor's state at the end. */
+export interface RlRunResult {
+  steps: Metrics[];
+  detectors: DetectorMonitor;
+}
 
-  // RL.
+/**
+ * RL from the warm start: `rl.steps` steps of rollout → reward → advantage → update (`rlStep`), with PPO-ptx replay
+ * of the known-fact demonstrations, the reference policy loaded from `referenceDir` (for the KL term and the KL
+ * monitor), and the hacking detectors (firings logged to `detectors.jsonl` and warned through the reporter).
+ * Writes metrics, timings, samples and checkpoints (`step-<n>`, `final`) to `run`.
+ * @param label the progress bar's label
+ */
+export async function trainRl(
+  backend: EmbeddedBackend,
+  demos: readonly Trajectory[],
+  s: Setup,
+  config: ExperimentConfig,
+  run: RunDir,
+  reporter: Reporter,
+  referenceDir: string,
+  label = "RL (GRPO)",
+): Promise<RlRunResult> {
   let reference: EmbeddedBackend | undefined;
-  if (config.rl.klCoef > 0) {
+  if (config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl)) {
     reference = await EmbeddedBackend.create(s.gpt, config.run.seed);
-    await reference.load(run.checkpoint("sft"));
+    await reference.load(referenceDir);
   }
+  const rewardSpec = rewardConfigOf(config);
+  const judgeOptions = rewardSpec.options?.judge;
+  const judge = Object.hasOwn(rewardSpec.weights, "judge") && judgeOptions ? new OpenAIJudge(judgeOptions, join(run.path, "judge-cache.json")) : undefined;
   // Replay for PPO-ptx: the warm-start demonstrations of known facts (the policy's parametric knowledge).
   const replayDatums = demos.filter((t) => t.task.known === true && t.searches === 0).map((t) => trajectoryToDatum(t, 0));
   const replayRng = new Rng(config.run.seed + 2);
@@ -209,18 +230,26 @@ export async function runExperiment(
     const world = counterfactualWorld(s.world, config.run.seed * 1000 + 500 + k);
     rlWorlds.push({ world, makeEnv: searchEnvFor(world.passages, config).makeEnv });
   }
+  const d = config.detectors;
+  const monitor = new DetectorMonitor(d.enabled ? defaultDetectors(d) : [], d);
+  const steps: Metrics[] = [];
   const rng = new Rng(config.run.seed + 1);
-  const rlBar = reporter.bar("RL (GRPO)", config.rl.steps);
+  const rlBar = reporter.bar(label, config.rl.steps);
   for (let step = 0; step < config.rl.steps; step++) {
     const { world, makeEnv } = rlWorlds[rng.int(rlWorlds.length)];
     const batch = rng.shuffle(world.train).slice(0, config.rl.tasksPerStep);
     const res = await rlStep(
-      { backend, reference, replay, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config },
+      { backend, reference, replay, judge, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config },
       batch,
       rng.seed(),
     );
+    steps.push(res.metrics);
     run.logMetrics("rl", step, res.metrics);
     run.logTimings("rl", step, res.timingsMs);
+    for (const firing of monitor.observe(step, res.metrics)) {
+      run.appendJsonl("detectors.jsonl", firing);
+      reporter.log(`warning: reward-hacking detector fired: ${firing.message}`);
+    }
     if (config.run.samplesPerStep > 0) {
       run.writeSamples(`step-${step}`, res.groups.flatMap((g) => g.trajectories).slice(0, config.run.samplesPerStep));
     }
@@ -235,14 +264,51 @@ export async function runExperiment(
   }
   rlBar.stop();
   await savePolicy(run.checkpoint("final"), backend, s.tokenizer, s.gpt);
+  return { steps, detectors: monitor };
+}
+
+/** A file-name slug of a label: `RL (GRPO)` → `rl-grpo`. */
+export function slug(label: string): string {
+  return label.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").toLowerCase();
+}
+
+/**
+ * Runs the whole experiment: SFT, baselines, RL, final evaluation; writes the run folder.
+ * @returns the summary table
+ * @throws Error on invalid reward terms or a broken trajectory invariant
+ */
+export async function runExperiment(
+  config: ExperimentConfig,
+  reporter: Reporter = silentReporter,
+  options: { overwrite: boolean } = { overwrite: false },
+): Promise<ExperimentSummary> {
+  const run = new RunDir(config.run.dir, config.run.name, options);
+  run.writeConfig(config);
+  const s = setup(config);
+  reporter.log(
+    `world: ${s.world.countries.length} countries, ${s.world.passages.length} passages, ` +
+      `${s.world.train.length} train / ${s.world.test.length} test questions; vocabulary ${s.tokenizer.vocabSize} tokens`,
+  );
+  const demos = await warmStartDemos(s, config);
+  reporter.log(`warm start: ${demos.length} demonstrations`);
+  const backend = await warmStart(s, config, demos, run, reporter);
+
+  const tasks = evalTasks(s.world, config);
+  const rows: Array<SummaryRow & { trajectories: Trajectory[] }> = [];
+  rows.push(await evalRow("Direct", backend, tasks, "direct", s, config, reporter));
+  rows.push(await evalRow("RAG", backend, tasks, "rag", s, config, reporter));
+  rows.push(await evalRow("Warm start (SFT)", backend, tasks, "agent", s, config, reporter));
+
+  const rl = await trainRl(backend, demos, s, config, run, reporter, run.checkpoint("sft"));
   rows.push(await evalRow("RL (GRPO)", backend, tasks, "agent", s, config, reporter));
 
   const summary: ExperimentSummary = {
     run: run.path,
     split: "test",
     rows: rows.map(({ policy, result }) => ({ policy, result })),
+    detectors: rl.detectors.firing(),
   };
   run.writeSummary(summary);
-  for (const r of rows) run.writeSamples(`eval-${r.policy.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").toLowerCase()}`, r.trajectories);
+  for (const r of rows) run.writeSamples(`eval-${slug(r.policy)}`, r.trajectories);
   return summary;
 }

@@ -8,19 +8,26 @@ import type { Datum, Metrics, Task, Trajectory, TrajectoryGroup } from "../core/
 import type { EnvFactory } from "../env/types.ts";
 import { grpoAdvantages } from "../algo/advantages.ts";
 import { assertTrajectory, trajectoryToDatum } from "../algo/datum.ts";
-import { computeReward, type RewardConfig } from "../reward/compose.ts";
+import { rewardGroups } from "../reward/compose.ts";
+import { hackingMetrics, referenceKl } from "../reward/detectors.ts";
+import type { Judge } from "../reward/types.ts";
 import { PolicyAgent } from "../rollout/agent.ts";
 import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { LossConfig, TrainingBackend } from "../policy/types.ts";
-import type { ExperimentConfig } from "./config.ts";
+import { rewardConfigOf, type ExperimentConfig } from "./config.ts";
 import { episodeMetrics, mean } from "./metrics.ts";
 
 /** What an RL step needs besides its tasks. */
 export interface RlContext {
   backend: TrainingBackend;
-  /** Frozen reference policy for the KL term (only when `rl.klCoef > 0`). */
+  /**
+   * Frozen reference policy (the warm start): the k3 KL term when `rl.klCoef > 0`, and the `hack/kl_ref` monitor
+   * (k1 KL of the sampled tokens) whenever present.
+   */
   reference?: TrainingBackend;
+  /** LLM judge for the `judge` reward term. */
+  judge?: Judge;
   tokenizer: Tokenizer;
   makeEnv: EnvFactory;
   limits: RolloutLimits;
@@ -69,13 +76,13 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   });
   const t1 = performance.now();
 
-  // 2. Reward: every term kept on the trajectory.
-  const rewardConfig: RewardConfig = { weights: config.reward.weights };
-  for (const g of groups) for (const traj of g.trajectories) traj.reward = computeReward(traj, rewardConfig);
+  // 2. Reward: every term kept on the trajectory; each group is the context of its members (OTC's estimate).
+  await rewardGroups(groups, rewardConfigOf(config), ctx.judge);
 
   // 3. Advantage: group-relative (GRPO), or mean-centred only (Dr.GRPO).
   const datums: Datum[] = [];
   const advantages: number[] = [];
+  const sampledMasks: number[][] = [];
   for (const g of groups) {
     const adv = grpoAdvantages(
       g.trajectories.map((t) => t.reward!.total),
@@ -84,12 +91,23 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     g.trajectories.forEach((traj, i) => {
       assertTrajectory(traj);
       advantages.push(adv[i]);
-      datums.push(trajectoryToDatum(traj, adv[i]));
+      sampledMasks.push(traj.lossMask.slice(1));
+      datums.push(trajectoryToDatum(traj, adv[i], { trainObservations: !rl.maskObservations }));
     });
   }
-  if (ctx.reference && rl.klCoef > 0) {
+  if (!rl.maskObservations) {
+    // Observation tokens were never sampled, so they have no sampler logprob: use the current (pre-update) policy's,
+    // as veRL recomputes old_log_prob with the actor. Sampled tokens keep the sampler's.
+    const current = await backend.computeLogprobs(datums);
+    datums.forEach((d, b) => {
+      d.logprobs = d.logprobs!.map((lp, i) => (sampledMasks[b][i] === 1 ? lp : d.weights[i] === 1 ? current[b][i] : 0));
+    });
+  }
+  const monitor: Metrics = {};
+  if (ctx.reference) {
     const ref = await ctx.reference.computeLogprobs(datums);
-    datums.forEach((d, i) => (d.refLogprobs = ref[i]));
+    if (rl.klCoef > 0) datums.forEach((d, i) => (d.refLogprobs = ref[i]));
+    monitor["hack/kl_ref"] = referenceKl(datums.map((d) => d.logprobs!), ref, sampledMasks);
   }
   const t2 = performance.now();
 
@@ -120,6 +138,9 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   const trajectories = groups.flatMap((g) => g.trajectories);
   const metrics: Metrics = {
     ...episodeMetrics(trajectories),
+    ...hackingMetrics(trajectories),
+    ...monitor,
+    ...termMeans(trajectories),
     "reward/std_within_group": mean(groups.map((g) => std(g.trajectories.map((t) => t.reward!.total)))),
     "train/informative_fraction": informative.length / datums.length,
   };
@@ -128,6 +149,19 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     if (vals.length > 0) metrics[`train/${key}`] = mean(vals);
   }
   return { metrics, groups, timingsMs: { rollout: t1 - t0, reward_advantage: t2 - t1, update: t3 - t2 } };
+}
+
+/** Mean raw value of every reward term (`reward/term/<name>`) and the reward's outside cost (`reward/cost`). */
+function termMeans(trajs: readonly Trajectory[]): Metrics {
+  const out: Metrics = {};
+  for (const name of trajs[0]?.reward?.terms.map((t) => t.name) ?? []) {
+    out[`reward/term/${name}`] = mean(trajs.map((t) => t.reward!.terms.find((x) => x.name === name)!.value));
+  }
+  const cost = trajs.reduce((a, t) => a + (t.reward?.cost ?? 0), 0);
+  if (cost > 0) out["reward/cost"] = cost;
+  const errors = trajs.filter((t) => t.reward?.terms.some((x) => x.error !== undefined)).length;
+  if (errors > 0) out["reward/errors"] = errors;
+  return out;
 }
 
 function std(xs: number[]): number {

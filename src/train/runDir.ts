@@ -84,6 +84,16 @@ export class RunDir {
     this.atomicWrite("summary.json", JSON.stringify(summary, null, 2) + "\n");
   }
 
+  /** Writes a text file inside the run folder (temp file + rename). `rel` is a path relative to the run folder. */
+  writeText(rel: string, text: string): void {
+    this.atomicWrite(rel, text);
+  }
+
+  /** Appends one JSON line to `rel` (e.g. `detectors.jsonl`). */
+  appendJsonl(rel: string, value: unknown): void {
+    appendFileSync(join(this.path, rel), JSON.stringify(value) + "\n");
+  }
+
   private atomicWrite(rel: string, text: string): void {
     writeFileAtomic(join(this.path, rel), text);
   }

@@ -26,13 +26,16 @@ export interface Retriever {
  * - `topK`: passages per search (positive integer; default 3, Search-R1 `GenerationConfig.topk`);
  * - `maxTurns`: policy turns per episode (positive integer; default 4); the episode ends truncated when the
  *   `maxTurns`-th turn is not an answer;
- * - `timeoutMs`: limit of one retrieval call in milliseconds (default 10 000).
+ * - `timeoutMs`: limit of one retrieval call in milliseconds (default 10 000);
+ * - `latencyMs`: the simulated latency of one search (ms), `base + perPassage × passages returned`
+ *   (default `{ base: 200, perPassage: 50 }`), recorded on the step for cost rewards; deterministic, never slept.
  */
 export interface SearchEnvConfig {
   retriever: Retriever;
   topK?: number;
   maxTurns?: number;
   timeoutMs?: number;
+  latencyMs?: { base: number; perPassage: number };
 }
 
 /** Arguments of the search tool the env calls (validated, so a bad query is an error string, not a crash). */
@@ -62,6 +65,7 @@ export class SearchEnv implements Env {
   private readonly topK: number;
   private readonly maxTurns: number;
   private readonly timeoutMs: number;
+  private readonly latency: { base: number; perPassage: number };
   private readonly searchTool: Tool<typeof SEARCH_INPUT, Passage[]>;
   private task: Task | null = null;
   private done = false;
@@ -74,6 +78,10 @@ export class SearchEnv implements Env {
     this.timeoutMs = config.timeoutMs ?? 10_000;
     for (const [k, v] of Object.entries({ topK: this.topK, maxTurns: this.maxTurns, timeoutMs: this.timeoutMs })) {
       if (!Number.isInteger(v) || v <= 0) throw new Error(`SearchEnvConfig.${k} must be a positive integer, got ${v}`);
+    }
+    this.latency = config.latencyMs ?? { base: 200, perPassage: 50 };
+    if (!(this.latency.base >= 0 && this.latency.perPassage >= 0)) {
+      throw new Error(`SearchEnvConfig.latencyMs: base and perPassage must be ≥ 0 ms, got ${JSON.stringify(this.latency)}`);
     }
     const retriever = config.retriever;
     this.searchTool = tool({
@@ -133,10 +141,12 @@ export class SearchEnv implements Env {
     }
     const res = await callTool(this.searchTool, { query: action.query, topK: this.topK }, { timeoutMs: this.timeoutMs });
     if (!res.ok) {
-      return { observation: informationObservation(`error: ${res.error}`), done: false, info: { action, error: res.error } };
+      const latencyMs = this.latency.base;
+      return { observation: informationObservation(`error: ${res.error}`), done: false, info: { action, error: res.error, tool: "search", latencyMs } };
     }
     const passages = res.value.slice(0, this.topK);
-    return { observation: informationObservation(formatPassages(passages)), done: false, info: { action, passages } };
+    const latencyMs = this.latency.base + this.latency.perPassage * passages.length;
+    return { observation: informationObservation(formatPassages(passages)), done: false, info: { action, passages, tool: "search", latencyMs } };
   }
 }
 

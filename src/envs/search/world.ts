@@ -18,7 +18,11 @@ import type { Passage, Task } from "../../core/types.ts";
  * - `numCountries`: countries in the world (integer ≥ 2, ≤ the number eligible; default 80);
  * - `knownFraction`: fraction of countries that are "popular" (in [0, 1]; default 0.4);
  * - `testFraction`: fraction of questions held out, per stratum (in [0, 1]; default 0.3);
- * - `comparisonsPerCountry`: area-comparison questions generated per country (integer ≥ 0; default 1).
+ * - `comparisonsPerCountry`: area-comparison questions generated per country (integer ≥ 0; default 1);
+ * - `noiseFraction`: share of the unknown countries' facts that also get an unreliable passage contradicting the
+ *   true fact (in [0, 1]; default 0 = no conflicts). With noise on, every passage shows its source: true ones
+ *   `encyclopedia` (reliability 1), contradicting ones `forum` (reliability `noiseReliability`);
+ * - `noiseReliability`: the `reliability` recorded on contradicting passages (in [0, 1]; default 0.3).
  */
 export interface WorldConfig {
   seed: number;
@@ -26,6 +30,8 @@ export interface WorldConfig {
   knownFraction: number;
   testFraction: number;
   comparisonsPerCountry: number;
+  noiseFraction: number;
+  noiseReliability: number;
 }
 
 /** Defaults of `WorldConfig`. */
@@ -35,6 +41,8 @@ export const DEFAULT_WORLD_CONFIG: Readonly<WorldConfig> = {
   knownFraction: 0.4,
   testFraction: 0.3,
   comparisonsPerCountry: 1,
+  noiseFraction: 0,
+  noiseReliability: 0.3,
 };
 
 /**
@@ -152,18 +160,58 @@ export function passageId(cca3: string, fact: PassageFact): string {
  * country, whose currency passage must then be searched for) and keeps observations short for a tiny policy.
  */
 function countryPassages(c: Country): Passage[] {
-  const text: Record<PassageFact, string> = {
+  const text = factTexts(c);
+  return PASSAGE_FACTS.map((f) => ({ id: passageId(c.cca3, f), title: c.name, text: text[f], fact: passageId(c.cca3, f) }));
+}
+
+/** The sentence stating each fact of a country. */
+function factTexts(c: Pick<Country, "name" | "capital" | "currency" | "region" | "area">): Record<PassageFact, string> {
+  return {
     capital: `the capital of ${c.name} is ${c.capital} .`,
     currency: `the currency of ${c.name} is the ${c.currency} .`,
     region: `the region of ${c.name} is ${c.region} .`,
     area: `the area of ${c.name} is ${c.area} square kilometres .`,
   };
-  return PASSAGE_FACTS.map((f) => ({ id: passageId(c.cca3, f), title: c.name, text: text[f] }));
+}
+
+/** Source names shown on passages when a world has noise. */
+export const RELIABLE_SOURCE = "encyclopedia";
+export const UNRELIABLE_SOURCE = "forum";
+
+/**
+ * All passages of a world: each country's true passages, plus — when `noiseFraction > 0` — an unreliable passage
+ * (id `<fact id>:noise`, same `fact` key, another country's value for that fact) for a seeded `noiseFraction` of the
+ * non-popular countries' facts. With noise, every passage carries `source` and `reliability`.
+ */
+function worldPassages(countries: Country[], cfg: WorldConfig, seed: number): Passage[] {
+  const passages = countries.flatMap(countryPassages);
+  if (!(cfg.noiseFraction > 0)) return passages;
+  const out: Passage[] = [];
+  const rng = stream(seed, "noise");
+  const byFact = new Map(passages.map((p) => [p.id, p]));
+  for (const c of countries) {
+    for (const f of PASSAGE_FACTS) {
+      out.push({ ...byFact.get(passageId(c.cca3, f))!, source: RELIABLE_SOURCE, reliability: 1 });
+      if (c.popular || rng.next() >= cfg.noiseFraction) continue;
+      const others = countries.filter((o) => String(o[f]) !== String(c[f]));
+      if (others.length === 0) continue;
+      const wrong = rng.pick(others)[f];
+      out.push({
+        id: `${passageId(c.cca3, f)}:noise`,
+        title: c.name,
+        text: factTexts({ ...c, [f]: wrong })[f],
+        fact: passageId(c.cca3, f),
+        source: UNRELIABLE_SOURCE,
+        reliability: cfg.noiseReliability,
+      });
+    }
+  }
+  return out;
 }
 
 /** Validates a config, naming the field and its allowed values. @throws Error */
 function checkConfig(cfg: WorldConfig, eligible: number): void {
-  const frac = (k: "knownFraction" | "testFraction") => {
+  const frac = (k: "knownFraction" | "testFraction" | "noiseFraction" | "noiseReliability") => {
     if (!(cfg[k] >= 0 && cfg[k] <= 1)) throw new Error(`WorldConfig.${k} must be in [0, 1], got ${cfg[k]}`);
   };
   if (!Number.isInteger(cfg.seed)) throw new Error(`WorldConfig.seed must be an integer, got ${cfg.seed}`);
@@ -172,6 +220,8 @@ function checkConfig(cfg: WorldConfig, eligible: number): void {
   }
   frac("knownFraction");
   frac("testFraction");
+  frac("noiseFraction");
+  frac("noiseReliability");
   if (!Number.isInteger(cfg.comparisonsPerCountry) || cfg.comparisonsPerCountry < 0) {
     throw new Error(`WorldConfig.comparisonsPerCountry must be a non-negative integer, got ${cfg.comparisonsPerCountry}`);
   }
@@ -279,7 +329,7 @@ export function buildWorld(config: Partial<WorldConfig> = {}): World {
   const numPopular = Math.round(cfg.knownFraction * countries.length);
   for (const c of stream(cfg.seed, "known").shuffle(countries).slice(0, numPopular)) c.popular = true;
   const { train, test } = split(makeQuestions(countries, cfg), cfg);
-  return { config: cfg, passages: countries.flatMap(countryPassages), countries, train, test };
+  return { config: cfg, passages: worldPassages(countries, cfg, cfg.seed), countries, train, test };
 }
 
 /**
@@ -327,5 +377,5 @@ export function counterfactualWorld(world: World, seed: number): World {
   for (const c of unknown) c.currencyCode = "";
   const byId = new Map(makeQuestions(countries, world.config).map((t) => [t.id, t]));
   const keep = (tasks: Task[]) => tasks.flatMap((t) => (byId.has(t.id) ? [byId.get(t.id)!] : []));
-  return { config: world.config, passages: countries.flatMap(countryPassages), countries, train: keep(world.train), test: keep(world.test) };
+  return { config: world.config, passages: worldPassages(countries, world.config, seed), countries, train: keep(world.train), test: keep(world.test) };
 }

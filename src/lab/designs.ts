@@ -1,0 +1,108 @@
+/**
+ * Reward designs for the lab: a preset's weights, extra weights and training-option overrides. The built-in
+ * designs each open or close one loophole; configs define new ones (`lab.define`) without code.
+ */
+import type { ExperimentConfig } from "../train/config.ts";
+import { ConfigError, applyOverrides, resolveConfig } from "../train/config.ts";
+
+/** A reward design: what `arl lab` trains, one per run. */
+export interface LabDesign {
+  name: string;
+  description: string;
+  /** Preset the weights start from (`REWARD_PRESETS`). */
+  preset: string;
+  /** Weights added to or overriding the preset's. */
+  weights: Record<string, number>;
+  /** Training-option overrides (dotted config paths under `rl.`, `reward.` or `detectors.` → YAML scalar text). */
+  overrides: Record<string, string>;
+}
+
+/** The built-in designs, by name. */
+export const BUILTIN_DESIGNS: Readonly<Record<string, Omit<LabDesign, "name">>> = {
+  "outcome-only": {
+    description: "EM only. Searching is free and a lucky guess pays as much as a searched answer.",
+    preset: "outcome-only",
+    weights: {},
+    overrides: {},
+  },
+  "per-call-bonus": {
+    description: "EM plus a bonus per tool call: pays tool-call theatre.",
+    preset: "per-call-bonus",
+    weights: {},
+    overrides: {},
+  },
+  "search-cost-only": {
+    description: "EM minus a price per search, with nothing that says which searches were needed: pays guessing.",
+    preset: "search-cost-only",
+    weights: {},
+    overrides: {},
+  },
+  composite: {
+    description: "EM, format, a guess penalty on unknown facts, a needless-search penalty on known ones, search-then-ignore and fabricated-citation penalties, a small search cost.",
+    preset: "composite",
+    weights: {},
+    overrides: {},
+  },
+  "composite-unmasked": {
+    description: "The composite reward trained with retrieved <information> tokens in the loss (Search-R1 Table 4 ablation).",
+    preset: "composite",
+    weights: {},
+    overrides: { "rl.maskObservations": "false" },
+  },
+  default: {
+    description: "The main job's reward: EM, format, 0.1 per search, 0.1 per invalid action.",
+    preset: "default",
+    weights: {},
+    overrides: {},
+  },
+};
+
+const ALLOWED_PREFIXES = ["rl.", "reward.", "detectors."];
+
+/**
+ * The designs a config asks for (`lab.designs`), looked up in `lab.define` first, then `BUILTIN_DESIGNS`.
+ * @throws ConfigError naming an unknown design (with the allowed names), a duplicate, or an override outside
+ *   `rl.` / `reward.` / `detectors.` (a design must not change the shared world, model or warm start)
+ */
+export function resolveDesigns(config: ExperimentConfig): LabDesign[] {
+  const allowed = [...Object.keys(config.lab.define), ...Object.keys(BUILTIN_DESIGNS).filter((n) => !Object.hasOwn(config.lab.define, n))];
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  const designs: LabDesign[] = [];
+  for (const name of config.lab.designs) {
+    if (seen.has(name)) problems.push(`lab.designs: "${name}" is listed twice`);
+    seen.add(name);
+    const custom = config.lab.define[name];
+    const d = custom
+      ? { description: custom.description, preset: custom.preset, weights: custom.weights, overrides: Object.fromEntries(Object.entries(custom.overrides).map(([k, v]) => [k, String(v)])) }
+      : BUILTIN_DESIGNS[name];
+    if (d === undefined) {
+      problems.push(`lab.designs: unknown design "${name}"; allowed: ${allowed.join(", ")} (or define it under lab.define)`);
+      continue;
+    }
+    for (const key of Object.keys(d.overrides)) {
+      if (!ALLOWED_PREFIXES.some((p) => key.startsWith(p))) {
+        problems.push(`lab.define.${name}.overrides: "${key}" is not allowed; a design may override only ${ALLOWED_PREFIXES.map((p) => p + "*").join(", ")}`);
+      }
+    }
+    designs.push({ name, ...d });
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return designs;
+}
+
+/**
+ * The experiment config of one design: the lab's config with the design's preset, weights and overrides.
+ * @throws ConfigError when an override makes the config invalid (naming the field)
+ */
+export function designConfig(base: ExperimentConfig, design: LabDesign): ExperimentConfig {
+  const raw = structuredClone(base) as unknown as Record<string, unknown>;
+  (raw.reward as Record<string, unknown>).preset = design.preset;
+  (raw.reward as Record<string, unknown>).weights = { ...design.weights };
+  try {
+    return resolveConfig(applyOverrides(raw, design.overrides));
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(e.problems.map((p) => `design ${design.name}: ${p}`));
+    throw e;
+  }
+}
