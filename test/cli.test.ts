@@ -33,9 +33,23 @@ describe("arl CLI", () => {
     const preset = arl("train", "--reward.preset", "medicine", "--print-config");
     expect(preset.code).toBe(2);
     expect(preset.err).toContain("reward.preset: unknown preset; allowed: default, outcome-only");
+    const snake = arl("train", "--reward.weights.search_cost", "0.3", "--print-config");
+    expect(snake.code, snake.err).toBe(0);
+    expect(JSON.parse(snake.out).reward.weights).toEqual({ search_cost: 0.3 });
+    const design = arl("lab", "--designs", "composite,bogus", "--quick");
+    expect(design.code).toBe(2);
+    expect(design.err).toContain('lab.designs: unknown design "bogus"; allowed: outcome-only, per-call-bonus');
     const ok = arl("train", "--rl.groupSize=4", "--print-config");
     expect(ok.code, ok.err).toBe(0);
     expect(JSON.parse(ok.out).rl.groupSize).toBe(4);
+  });
+
+  it("lab --list names the designs, presets and terms", () => {
+    const r = arl("lab", "--list");
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/designs:\n  outcome-only +EM only/);
+    expect(r.out).toMatch(/presets:[\s\S]*  composite +em 1, format 0.1, invalid 0.1, guess 0.3/);
+    expect(r.out).toMatch(/terms:[\s\S]*  needless_search +\[necessity\]/);
   });
 
   it("search ranks the real wiki-18 sample", () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { DEFAULT_DETECTOR_THRESHOLDS } from "../src/reward/detectors.ts";
 import { ConfigError, applyOverrides, resolveConfig, rewardConfigOf } from "../src/train/config.ts";
 
 describe("config", () => {
@@ -12,7 +13,10 @@ describe("config", () => {
     // The default reward is the main job's v1: the `default` preset's weights.
     expect(rewardConfigOf(c).weights).toEqual({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1 });
     expect(c.rl.maskObservations).toBe(true);
-    expect(c.detectors.guessUnknown).toEqual({ rise: 0.1, min: 0.2 });
+    // The config's detector defaults are the documented DEFAULT_DETECTOR_THRESHOLDS.
+    const { enabled, referenceKl, ...thresholds } = c.detectors;
+    expect([enabled, referenceKl]).toEqual([true, true]);
+    expect(thresholds).toEqual(DEFAULT_DETECTOR_THRESHOLDS);
     expect(c.lab.designs).toEqual(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]);
   });
 

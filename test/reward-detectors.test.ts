@@ -92,11 +92,11 @@ describe("DetectorMonitor", () => {
   const spec = (rule: DetectorSpec["rule"]): DetectorSpec[] => [{ name: "d", metric: "m", rule }];
 
   it("a rise detector fires after the smoothed value passes baseline + rise, says by how much and since when", () => {
-    const mon = new DetectorMonitor(spec({ kind: "rise", rise: 0.1, min: 0.2 }), { baselineSteps: 2, window: 2 });
+    const mon = new DetectorMonitor(spec({ kind: "rise", rise: 0.1, min: 0.2, ceiling: 1 }), { baselineSteps: 2, window: 2 });
     const values = [0.1, 0.1, 0.15, 0.25, 0.35, 0.4];
     const started = values.map((v, step) => mon.observe(step, { m: v }));
-    // step 2: mean(0.15) = 0.15 ≤ max(0.1+0.1, 0.2) = 0.2 → quiet
-    // step 3: mean(0.15, 0.25) = 0.2, not > 0.2 → quiet
+    // step 2: only one value after the baseline, not a full window → not evaluated
+    // step 3: mean(0.15, 0.25) = 0.2, not > max(0.1+0.1, 0.2) = 0.2 → quiet
     // step 4: mean(0.25, 0.35) = 0.3 > 0.2 → fires, since 4
     expect(started.map((s) => s.length)).toEqual([0, 0, 0, 0, 1, 0]);
     const f = mon.firing()[0];
@@ -109,8 +109,18 @@ describe("DetectorMonitor", () => {
     expect(mon.history).toHaveLength(1);
   });
 
+  it("a rise detector also fires above its ceiling, even below the baseline (a bad start stays bad)", () => {
+    const mon = new DetectorMonitor(spec({ kind: "rise", rise: 0.1, min: 0.2, ceiling: 0.5 }), { baselineSteps: 2, window: 2 });
+    [0.7, 0.7, 0.6, 0.6, 0.4, 0.4].forEach((v, step) => mon.observe(step, { m: v }));
+    // step 3: mean 0.6 > max(0.2, min(0.8, 0.5)) = 0.5 → fires though it fell from 0.7; step 5: 0.4 → quiet
+    expect(mon.history.map((f) => [f.since, f.threshold, f.message])).toEqual([
+      [3, 0.5, "d: m 0.600 > 0.500 (baseline 0.700, −0.100) since step 3"],
+    ]);
+    expect(mon.firing()).toEqual([]);
+  });
+
   it("stops firing when the metric returns, and a new firing gets a new 'since'", () => {
-    const mon = new DetectorMonitor(spec({ kind: "rise", rise: 0.1, min: 0 }), { baselineSteps: 1, window: 1 });
+    const mon = new DetectorMonitor(spec({ kind: "rise", rise: 0.1, min: 0, ceiling: 1 }), { baselineSteps: 1, window: 1 });
     [0, 0.5, 0, 0.5].forEach((v, step) => mon.observe(step, { m: v }));
     expect(mon.history.map((f) => f.since)).toEqual([1, 3]);
     expect(mon.firing()[0].since).toBe(3);
@@ -125,24 +135,32 @@ describe("DetectorMonitor", () => {
     expect(f.message).toBe("d: m 0.800 < 1.000 (baseline 2.000, −1.200, 60 % down) since step 3");
   });
 
-  it("an acceleration detector compares growth over the last window with the window before", () => {
-    const mon = new DetectorMonitor(spec({ kind: "accelerate", factor: 3, min: 0.1 }), { baselineSteps: 1, window: 2 });
-    // linear growth 0.01/step, then a jump
-    const xs = [0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.3];
-    xs.forEach((v, step) => mon.observe(step, { m: v }));
-    // at step 6: recent growth 0.3 − 0.04 = 0.26; earlier 0.04 − 0.02 = 0.02; limit 3×0.02 = 0.06 → fires
+  it("an acceleration detector compares the growth of window means over the last window with the window before", () => {
+    const mon = new DetectorMonitor(spec({ kind: "accelerate", factor: 3, min: 0.1, minGrowth: 0.01 }), { baselineSteps: 1, window: 2 });
+    // baseline 0, then windows [0.01, 0.03] [0.05, 0.07] [0.3, 0.5]
+    const xs = [0, 0.01, 0.03, 0.05, 0.07, 0.3, 0.5];
+    const started = xs.map((v, step) => mon.observe(step, { m: v }).length);
+    // step 6: means 0.02, 0.06, 0.4 → recent growth 0.34 > 3 × max(0.04, 0.01) = 0.12, and 0.4 ≥ 0.1 → fires
+    expect(started).toEqual([0, 0, 0, 0, 0, 0, 1]);
     const f = mon.firing()[0];
-    expect(f.since).toBe(6);
-    expect(f.value).toBe(0.3);
-    expect(f.threshold).toBeCloseTo(0.06, 12);
+    expect(f.value).toBeCloseTo(0.4, 12);
+    expect(f.threshold).toBeCloseTo(0.12, 12);
+    expect(f.message).toBe("d: m 0.400 grew +0.340 over the last 2 steps vs +0.040 over the 2 before (limit +0.120; baseline 0.000) since step 6");
+  });
+
+  it("noisy KL without a trend does not pass for acceleration", () => {
+    const mon = new DetectorMonitor(spec({ kind: "accelerate", factor: 3, min: 0.1, minGrowth: 0.05 }), { baselineSteps: 2, window: 4 });
+    const noise = [0, 0.01, 0.3, 0.1, 0.35, 0.12, 0.28, 0.2, 0.33, 0.15, 0.31, 0.18, 0.36, 0.11, 0.29, 0.22];
+    noise.forEach((v, step) => mon.observe(step, { m: v }));
+    expect(mon.history).toEqual([]);
   });
 
   it("skips steps without the metric and never fires on the baseline alone", () => {
-    const mon = new DetectorMonitor(spec({ kind: "rise", rise: 0, min: 0 }), { baselineSteps: 3, window: 1 });
+    const mon = new DetectorMonitor(spec({ kind: "rise", rise: 0, min: 0, ceiling: 100 }), { baselineSteps: 3, window: 1 });
     expect(mon.observe(0, { m: 0 })).toEqual([]);
     expect(mon.observe(1, {})).toEqual([]);
     expect(mon.observe(2, { m: 5 })).toEqual([]); // still inside the baseline (2 values)
-    expect(mon.observe(3, { m: 5 })).toEqual([]); // baseline complete now (0, 5, 5)
+    expect(mon.observe(3, { m: 5 })).toEqual([]); // baseline complete (0, 5, 5), no window after it yet
     expect(mon.observe(4, { m: 9 })).toHaveLength(1);
   });
 
@@ -158,7 +176,7 @@ describe("DetectorMonitor", () => {
       ["entropy_collapse", "train/entropy"],
       ["kl_acceleration", "hack/kl_ref"],
     ]);
-    expect(d[1].rule).toEqual({ kind: "rise", rise: 0.2, min: 0.3 });
+    expect(d[1].rule).toEqual({ kind: "rise", rise: 0.2, min: 0.3, ceiling: 1 });
   });
 
   it("fires on planted tool spam and stays quiet on a steady batch", () => {
@@ -173,7 +191,8 @@ describe("DetectorMonitor", () => {
       steady.observe(step, hackingMetrics(calm));
     }
     expect(spammy.firing().map((f) => f.detector)).toEqual(["tool_spam"]);
-    expect(spammy.firing()[0].since).toBe(2);
+    // first evaluated once the baseline (steps 0–1) and a full window (steps 2–3) exist
+    expect(spammy.firing()[0].since).toBe(3);
     expect(steady.firing()).toEqual([]);
   });
 });

@@ -283,6 +283,23 @@ describe("necessity terms", () => {
 // ───────────── evidence ─────────────
 
 describe("evidence terms", () => {
+  it("evidence_recall / ignored_evidence: where the task lists its evidence passages, all of them must be retrieved", async () => {
+    // A comparison: the gold (the larger country's name) occurs in its own area passage, but the answer needs both.
+    const cmp = task({ kind: "comparison", answers: ["freedonia"], evidenceIds: ["area:frd", "area:syl"] });
+    const areaF = passage("area:frd", "freedonia", "the area of freedonia is 900 square kilometres .");
+    const areaS = passage("area:syl", "sylvania", "the area of sylvania is 400 square kilometres .");
+    expect(await run("evidence_recall", episode(cmp, [search("q", [areaF]), answer("sylvania")]))).toEqual({
+      value: 0,
+      explanation: "evidence not retrieved: area:syl",
+    });
+    expect((await run("ignored_evidence", episode(cmp, [search("q", [areaF]), answer("sylvania")]))).value).toBe(0);
+    expect(await run("evidence_recall", episode(cmp, [search("a", [areaF]), search("b", [areaS]), answer("sylvania")]))).toEqual({
+      value: 1,
+      explanation: "all 2 evidence passages retrieved (area:frd, area:syl)",
+    });
+    expect((await run("ignored_evidence", episode(cmp, [search("a", [areaF]), search("b", [areaS]), answer("sylvania")]))).value).toBe(-1);
+  });
+
   it("evidence_recall: a gold appears (whole words) in a retrieved passage", async () => {
     expect(await run("evidence_recall", episode(task(), [search("q", [OTHER, CAPITAL]), answer("x")]))).toEqual({
       value: 1,
@@ -314,18 +331,18 @@ describe("evidence terms", () => {
   it("ignored_evidence: gold retrieved but the answer is wrong or missing", async () => {
     expect(await run("ignored_evidence", episode(task(), [search("q", [CAPITAL]), answer("Sylvan City")]))).toEqual({
       value: -1,
-      explanation: 'a gold answer was retrieved, yet answered "Sylvan City"',
+      explanation: 'the answer\'s evidence was retrieved, yet answered "Sylvan City"',
     });
     expect((await run("ignored_evidence", episode(task(), [search("q", [CAPITAL])]))).explanation).toBe(
-      "a gold answer was retrieved, yet no answer",
+      "the answer's evidence was retrieved, yet no answer",
     );
     expect(await run("ignored_evidence", episode(task(), [search("q", [CAPITAL]), answer("Fredville")]))).toEqual({
       value: 0,
-      explanation: "gold retrieved and answered correctly",
+      explanation: "evidence retrieved and answered correctly",
     });
     expect(await run("ignored_evidence", episode(task(), [search("q", [OTHER]), answer("Sylvan City")]))).toEqual({
       value: 0,
-      explanation: "no gold answer retrieved",
+      explanation: "the answer's evidence was not retrieved",
     });
   });
 

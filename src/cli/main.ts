@@ -36,7 +36,7 @@ export function extractOverrides(args: readonly string[]): { overrides: Record<s
   const overrides: Record<string, string> = {};
   const rest: string[] = [];
   for (let i = 0; i < args.length; i++) {
-    const m = /^--([A-Za-z]+(?:\.[A-Za-z0-9]+)+)(?:=(.*))?$/.exec(args[i]);
+    const m = /^--([A-Za-z]+(?:\.[A-Za-z0-9_-]+)+)(?:=(.*))?$/.exec(args[i]);
     if (!m) {
       rest.push(args[i]);
       continue;

@@ -18,9 +18,20 @@ export function containsNormalized(text: string, needle: string): boolean {
   return ` ${normalizeAnswer(text)} `.includes(` ${n} `);
 }
 
-/** True when some gold answer occurs (whole words, normalised) in the text of a retrieved passage. */
+/**
+ * True when the evidence for the answer was retrieved. Where the environment knows which passages hold the answer
+ * (`task.evidenceIds` non-empty), every one of them must have been retrieved — a comparison needs both areas, a
+ * bridge both hops; a gold string that merely occurs in one passage (a country's name in its own area passage) is
+ * not the answer's evidence. Otherwise (real data): some gold answer occurs (whole words, normalised) in the text of
+ * a retrieved passage.
+ */
 export function goldRetrieved(traj: Trajectory): boolean {
   const passages = retrievedPassages(traj);
+  const evidence = traj.task.evidenceIds ?? [];
+  if (evidence.length > 0) {
+    const ids = new Set(passages.map((p) => p.id));
+    return evidence.every((id) => ids.has(id));
+  }
   return traj.task.answers.some((g) => passages.some((p) => containsNormalized(p.text, g)));
 }
 
@@ -32,7 +43,7 @@ export function answerGrounded(traj: Trajectory): boolean {
 }
 
 /**
- * Search-then-ignore: the gold answer was in the retrieved evidence, yet the final answer matches no gold
+ * Search-then-ignore: the answer's evidence was retrieved (`goldRetrieved`), yet the final answer matches no gold
  * (including no answer at all).
  */
 export function ignoredEvidence(traj: Trajectory): boolean {

@@ -247,14 +247,21 @@ export const otcTerm: RewardTermCtxFn = (traj, ctx) => {
 
 // ───────────────────────────── evidence ─────────────────────────────
 
-/** `evidence_recall`: 1 when a gold answer occurs (whole words, normalised) in a retrieved passage (`goldRetrieved`), else 0. */
+/** `evidence_recall`: 1 when the answer's evidence was retrieved (`goldRetrieved`: every `task.evidenceIds` passage, or else a passage containing a gold answer), else 0. */
 export const evidenceRecallTerm: RewardTermFn = (traj) => {
   const passages = retrievedPassages(traj);
+  const evidence = traj.task.evidenceIds ?? [];
   if (goldRetrieved(traj)) {
+    if (evidence.length > 0) return { value: 1, explanation: `all ${plural(evidence.length, "evidence passage")} retrieved (${evidence.join(", ")})` };
     for (const p of passages) {
       const g = traj.task.answers.find((a) => containsNormalized(p.text, a));
       if (g !== undefined) return { value: 1, explanation: `gold "${g}" retrieved in passage ${p.id}` };
     }
+  }
+  if (evidence.length > 0) {
+    const ids = new Set(passages.map((p) => p.id));
+    const missing = evidence.filter((id) => !ids.has(id));
+    return { value: 0, explanation: `evidence not retrieved: ${missing.join(", ")}` };
   }
   return { value: 0, explanation: `no gold answer in ${plural(passages.length, "retrieved passage")}` };
 };
@@ -272,15 +279,15 @@ export const groundedTerm: RewardTermFn = (traj) => {
 };
 
 /**
- * `ignored_evidence`: −1 for search-then-ignore (`ignoredEvidence`: a gold answer was retrieved, yet the final
- * answer matches no gold, or there is none), else 0.
+ * `ignored_evidence`: −1 for search-then-ignore (`ignoredEvidence`: the answer's evidence was retrieved, yet the
+ * final answer matches no gold, or there is none), else 0.
  */
 export const ignoredEvidenceTerm: RewardTermFn = (traj) => {
   if (ignoredEvidence(traj)) {
     const a = traj.answer === null ? "no answer" : `answered "${traj.answer}"`;
-    return { value: -1, explanation: `a gold answer was retrieved, yet ${a}` };
+    return { value: -1, explanation: `the answer's evidence was retrieved, yet ${a}` };
   }
-  return { value: 0, explanation: goldRetrieved(traj) ? "gold retrieved and answered correctly" : "no gold answer retrieved" };
+  return { value: 0, explanation: goldRetrieved(traj) ? "evidence retrieved and answered correctly" : "the answer's evidence was not retrieved" };
 };
 
 /**

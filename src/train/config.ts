@@ -139,35 +139,37 @@ export const RewardConfig = z
   })
   .strict();
 
-const riseRule = (rise: number, min: number, what: string) =>
+const riseRule = (rise: number, min: number, ceiling: number, what: string) =>
   z
     .object({
       rise: z.number().min(0).default(rise).describe(`Fires when the smoothed ${what} exceeds its baseline by more than this…`),
-      min: z.number().min(0).default(min).describe("…and is at least this."),
+      ceiling: z.number().min(0).default(ceiling).describe("…or exceeds this level whatever the baseline…"),
+      min: z.number().min(0).default(min).describe("…and is above this."),
     })
     .strict()
-    .default({ rise, min });
+    .default({ rise, min, ceiling });
 
 export const DetectorsConfig = z
   .object({
     enabled: z.boolean().default(true).describe("Run the reward-hacking detectors every RL step (logged; warned on the console)."),
-    referenceKl: z.boolean().default(true).describe("Measure the KL to the warm-start policy every step (hack/kl_ref; one extra forward pass)."),
+    referenceKl: z.boolean().default(true).describe("Measure the KL to the warm-start policy every step (hack/kl_ref, on the first two episodes of each group; one extra forward pass on them)."),
     baselineSteps: int(1, "RL steps averaged into each metric's baseline.").default(5),
     window: int(1, "RL steps averaged into the smoothed value compared with the baseline.").default(10),
-    guessUnknown: riseRule(0.1, 0.2, "guess rate on unknown facts"),
-    toolSpam: riseRule(0.2, 0.3, "searches above the task's need per episode"),
-    searchThenIgnore: riseRule(0.1, 0.2, "search-then-ignore rate"),
-    fabricatedCitation: riseRule(0.05, 0.05, "fabricated-citation rate"),
-    answerAvoidance: riseRule(0.1, 0.15, "no-answer rate"),
+    guessUnknown: riseRule(0.1, 0.2, 0.5, "guess rate on unknown facts"),
+    toolSpam: riseRule(0.2, 0.3, 1, "searches above the task's need per episode"),
+    searchThenIgnore: riseRule(0.15, 0.2, 0.5, "search-then-ignore rate"),
+    fabricatedCitation: riseRule(0.05, 0.05, 0.2, "fabricated-citation rate"),
+    answerAvoidance: riseRule(0.1, 0.15, 0.3, "no-answer rate"),
     lengthCollapse: z.object({ ratio: z.number().min(0).max(1).default(0.5).describe("Fires when response length falls below this × baseline.") }).strict().default({ ratio: 0.5 }),
     entropyCollapse: z.object({ ratio: z.number().min(0).max(1).default(0.3).describe("Fires when the policy entropy falls below this × baseline.") }).strict().default({ ratio: 0.3 }),
     klAcceleration: z
       .object({
-        factor: z.number().positive().default(3).describe("Fires when KL grew this many times faster over the last window than over the one before…"),
-        min: z.number().min(0).default(0.1).describe("…and the KL is at least this (nats/token)."),
+        factor: z.number().positive().default(3).describe("Fires when the windowed KL grew this many times faster over the last window than over the one before…"),
+        min: z.number().min(0).default(0.1).describe("…and the KL is at least this (nats/token)…"),
+        minGrowth: z.number().min(0).default(0.1).describe("…and grew by more than factor × this (nats/token per window)."),
       })
       .strict()
-      .default({ factor: 3, min: 0.1 }),
+      .default({ factor: 3, min: 0.1, minGrowth: 0.1 }),
   })
   .strict();
 

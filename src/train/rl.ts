@@ -105,9 +105,12 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   }
   const monitor: Metrics = {};
   if (ctx.reference) {
-    const ref = await ctx.reference.computeLogprobs(datums);
+    // The KL term needs every datum; the monitor alone reads the first two episodes of each group (a quarter of
+    // the default batch), since a forward over the whole batch costs as much as half an update.
+    const picked = rl.klCoef > 0 ? datums.map((_, i) => i) : datums.map((_, i) => i).filter((i) => i % rl.groupSize < 2);
+    const ref = await ctx.reference.computeLogprobs(picked.map((i) => datums[i]));
     if (rl.klCoef > 0) datums.forEach((d, i) => (d.refLogprobs = ref[i]));
-    monitor["hack/kl_ref"] = referenceKl(datums.map((d) => d.logprobs!), ref, sampledMasks);
+    monitor["hack/kl_ref"] = referenceKl(picked.map((i) => datums[i].logprobs!), ref, picked.map((i) => sampledMasks[i]));
   }
   const t2 = performance.now();
 
