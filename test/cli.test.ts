@@ -52,6 +52,19 @@ describe("arl CLI", () => {
     expect(r.out).toMatch(/terms:[\s\S]*  needless_search +\[necessity\]/);
   });
 
+  it("lab --quick trains the chosen designs and prints the table, the claims and the report's path", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arl-lab-cli-"));
+    const r = arl("lab", "--quick", "--designs", "per-call-bonus,composite", "--run.dir", dir);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toContain("Reward lab lab-quick: 2 designs × 4 RL steps, 8 held-out questions");
+    expect(r.out).toMatch(/│ per-call-bonus +│/);
+    expect(r.out).toMatch(/│ warm start \(SFT\) +│/);
+    expect(r.out).toContain("(c) The composite design's EM and needless-search rate vs the others");
+    expect(r.out).toContain(`report: ${join(dir, "lab-quick", "report.html")}`);
+    expect(r.err).toContain("RL per-call-bonus"); // one progress bar per design
+    expect(existsSync(join(dir, "lab-quick", "report.html"))).toBe(true);
+  });
+
   it("search ranks the real wiki-18 sample", () => {
     const r = arl("search", "--corpus", join(shared, "wiki18-sample-1000.jsonl"), "-k", "2", "radio");
     expect(r.code, r.err).toBe(0);

@@ -123,7 +123,7 @@ export interface DetectorThresholds {
 
 /** Defaults of `DetectorThresholds` (the values documented in the README's detector table). */
 export const DEFAULT_DETECTOR_THRESHOLDS: DetectorThresholds = {
-  baselineSteps: 5,
+  baselineSteps: 10,
   window: 10,
   guessUnknown: { rise: 0.1, min: 0.2, ceiling: 0.5 },
   toolSpam: { rise: 0.2, min: 0.3, ceiling: 1 },

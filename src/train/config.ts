@@ -153,7 +153,7 @@ export const DetectorsConfig = z
   .object({
     enabled: z.boolean().default(true).describe("Run the reward-hacking detectors every RL step (logged; warned on the console)."),
     referenceKl: z.boolean().default(true).describe("Measure the KL to the warm-start policy every step (hack/kl_ref, on the first two episodes of each group; one extra forward pass on them)."),
-    baselineSteps: int(1, "RL steps averaged into each metric's baseline.").default(5),
+    baselineSteps: int(1, "RL steps averaged into each metric's baseline.").default(10),
     window: int(1, "RL steps averaged into the smoothed value compared with the baseline.").default(10),
     guessUnknown: riseRule(0.1, 0.2, 0.5, "guess rate on unknown facts"),
     toolSpam: riseRule(0.2, 0.3, 1, "searches above the task's need per episode"),
