@@ -33,6 +33,11 @@ describe("arl CLI", () => {
     const preset = arl("train", "--reward.preset", "medicine", "--print-config");
     expect(preset.code).toBe(2);
     expect(preset.err).toContain("reward.preset: unknown preset; allowed: default, outcome-only");
+    const judgeDir = mkdtempSync(join(tmpdir(), "arl-judge-"));
+    const judge = arl("train", "--smoke", "--run.dir", judgeDir, "--reward.weights.judge", "1");
+    expect(judge.code).toBe(2);
+    expect(judge.err).toContain("reward.options.judge: required when the `judge` term is weighted");
+    expect(existsSync(join(judgeDir, "smoke"))).toBe(false); // nothing left behind
     const snake = arl("train", "--reward.weights.search_cost", "0.3", "--print-config");
     expect(snake.code, snake.err).toBe(0);
     expect(JSON.parse(snake.out).reward.weights).toEqual({ search_cost: 0.3 });
@@ -85,6 +90,7 @@ describe("arl CLI", () => {
     const t = arl("train", "--smoke", "--run.dir", dir);
     expect(t.code, t.err).toBe(0);
     expect(t.out).toContain("RL (GRPO)");
+    expect(t.out).toContain("reward-hacking detectors: not evaluated (they need ≥ 20 RL steps: detectors.baselineSteps + detectors.window; this run had 2)");
     const ckpt = join(dir, "smoke", "checkpoints", "final");
     expect(existsSync(ckpt)).toBe(true);
     for (const data of ["nq-open-dev.jsonl", "bamboogle.jsonl"]) {
@@ -106,7 +112,7 @@ describe("arl CLI", () => {
     expect(arl("eval", "--checkpoint", join(dir, "nope")).err).toContain("no such folder");
     const again = arl("train", "--smoke", "--run.dir", dir);
     expect(again.code).toBe(1);
-    expect(again.err).toContain("already holds a run; choose another --run.name or pass --overwrite");
+    expect(again.err).toContain("already holds a run; choose another name");
     expect(existsSync(ckpt)).toBe(true);
     const copy = join(dir, "edited");
     cpSync(ckpt, copy, { recursive: true });

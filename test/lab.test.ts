@@ -50,6 +50,14 @@ describe("lab designs", () => {
     const invalid = resolveConfig({ lab: { designs: ["y"], define: { y: { overrides: { "rl.lossFn": "dpo" } } } } });
     expect(() => designConfig(invalid, resolveDesigns(invalid)[0])).toThrow(/design y: rl\.lossFn: expected one of/);
     expect(() => resolveConfig({ lab: { define: { z: { preset: "nope" } } } })).toThrow(/lab\.define\.z\.preset: unknown preset/);
+    expect(() => resolveDesigns(resolveConfig({ lab: { designs: ["composite"], define: { composite: { preset: "outcome-only" } } } }))).toThrow(
+      "lab.define.composite: a built-in design has this name; choose another name",
+    );
+    expect(() => resolveConfig({ lab: { define: { "..": {} } } })).toThrow("lab.define...: a design name is letters, digits, '.', '_' or '-' (not '.' or '..')");
+    expect(() => resolveConfig({ reward: { options: { judge: { baseUrl: "http://x/v1", model: "m", rubric: "  " } } } })).toThrow(/reward\.options\.judge\.rubric/);
+    // A design without a preset starts from the main job's reward.
+    const plain = resolveConfig({ lab: { designs: ["plain"], define: { plain: { weights: { latency: 1 } } } } });
+    expect(rewardConfigOf(designConfig(plain, resolveDesigns(plain)[0])).weights).toEqual({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1, latency: 1 });
   });
 
   it("every built-in design's preset exists", () => {
@@ -93,7 +101,7 @@ describe("runLab (quick)", () => {
     expect(html).toContain("composite-unmasked");
     expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=/);
     // A lab folder is never overwritten silently.
-    await expect(runLab(config)).rejects.toThrow(/already holds a run; choose another --run.name or pass --overwrite/);
+    await expect(runLab(config)).rejects.toThrow(/already holds a run; choose another name/);
   });
 });
 

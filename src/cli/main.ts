@@ -26,7 +26,7 @@ import { evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow } from "
 import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
 import { consoleReporter, formatTrajectory, labTable, summaryTable } from "./format.ts";
-import { BUILTIN_DESIGNS } from "../lab/designs.ts";
+import { BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../lab/designs.ts";
 import { QUICK_LAB_OVERRIDES, runLab } from "../lab/lab.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { TERM_LIST } from "../reward/terms.ts";
@@ -75,8 +75,8 @@ let overrides: Record<string, string> = {};
 program
   .command("train")
   .description("Warm start (SFT) + RL (GRPO) on the built-in world, then the held-out summary table")
-  .option("-c, --config <file>", "YAML or JSON config (fields: run, env, policy, sft, rl, reward, eval)")
-  .option("--smoke", "tiny model and budgets (seconds; for tests)")
+  .option("-c, --config <file>", "YAML or JSON config (sections: run, env, policy, sft, rl, reward, eval, detectors, lab)")
+  .option("--smoke", "tiny model and budgets (seconds; for tests); its presets apply over --config, dotted flags last")
   .option("--print-config", "print the resolved config and exit")
   .option("--overwrite", "replace an existing run folder of the same name")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
@@ -90,10 +90,16 @@ program
     const summary = await runExperiment(config, consoleReporter(), { overwrite: opts.overwrite === true });
     console.log(`\nHeld-out summary (${summary.rows[0]?.result.all.n ?? 0} questions, split ${summary.split}):`);
     console.log(summaryTable(summary.rows));
+    const d = config.detectors;
+    const needed = d.baselineSteps + d.window;
     console.log(
-      summary.detectors.length === 0
-        ? "reward-hacking detectors: quiet"
-        : `reward-hacking detectors firing:\n  ${summary.detectors.map((f) => f.message).join("\n  ")}`,
+      !d.enabled
+        ? "reward-hacking detectors: off (detectors.enabled false)"
+        : config.rl.steps < needed
+          ? `reward-hacking detectors: not evaluated (they need ≥ ${needed} RL steps: detectors.baselineSteps + detectors.window; this run had ${config.rl.steps})`
+          : summary.detectors.length === 0
+            ? "reward-hacking detectors: quiet"
+            : `reward-hacking detectors firing:\n  ${summary.detectors.map((f) => f.message).join("\n  ")}`,
     );
     console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
   });
@@ -103,7 +109,7 @@ program
   .description("Train several reward designs from one warm start on the same seed, data and budget; write report.html")
   .option("--designs <list>", `comma-separated designs (built-in: ${Object.keys(BUILTIN_DESIGNS).join(", ")}; or defined under lab.define)`)
   .option("-c, --config <file>", "YAML or JSON config (adds the lab section: designs, define, examples)")
-  .option("--quick", "CI-sized lab: tiny model, 4 RL steps per design (about a minute)")
+  .option("--quick", "CI-sized lab: tiny model, 4 RL steps per design (~20 s); its presets apply over --config, dotted flags last")
   .option("--name <name>", "lab folder name under runs/ (default: lab, or lab-quick with --quick)")
   .option("--list", "list the designs, reward presets and terms, then exit")
   .option("--overwrite", "replace an existing lab folder of the same name")
@@ -130,6 +136,7 @@ program
       labOverrides["lab.designs"] = JSON.stringify(list);
     }
     const config = resolveConfig(applyOverrides(applyOverrides(raw, labOverrides), overrides));
+    for (const design of resolveDesigns(config)) designConfig(config, design); // every design checked before anything runs
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;

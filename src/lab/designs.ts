@@ -65,14 +65,17 @@ const ALLOWED_PREFIXES = ["rl.", "reward.", "detectors."];
  *   `rl.` / `reward.` / `detectors.` (a design must not change the shared world, model or warm start)
  */
 export function resolveDesigns(config: ExperimentConfig): LabDesign[] {
-  const allowed = [...Object.keys(config.lab.define), ...Object.keys(BUILTIN_DESIGNS).filter((n) => !Object.hasOwn(config.lab.define, n))];
+  const allowed = [...Object.keys(BUILTIN_DESIGNS), ...Object.keys(config.lab.define).filter((n) => !Object.hasOwn(BUILTIN_DESIGNS, n))];
   const problems: string[] = [];
+  for (const name of Object.keys(config.lab.define)) {
+    if (Object.hasOwn(BUILTIN_DESIGNS, name)) problems.push(`lab.define.${name}: a built-in design has this name; choose another name`);
+  }
   const seen = new Set<string>();
   const designs: LabDesign[] = [];
   for (const name of config.lab.designs) {
     if (seen.has(name)) problems.push(`lab.designs: "${name}" is listed twice`);
     seen.add(name);
-    const custom = config.lab.define[name];
+    const custom = Object.hasOwn(BUILTIN_DESIGNS, name) ? undefined : config.lab.define[name];
     const d = custom
       ? { description: custom.description, preset: custom.preset, weights: custom.weights, overrides: Object.fromEntries(Object.entries(custom.overrides).map(([k, v]) => [k, String(v)])) }
       : BUILTIN_DESIGNS[name];

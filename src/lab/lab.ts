@@ -12,7 +12,7 @@ import { needlessSearches } from "../reward/evidence.ts";
 import { formatTrajectory } from "../rollout/format.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import { rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
-import { evalRow, evalTasks, setup, silentReporter, slug, trainRl, warmStart, warmStartDemos, type Reporter } from "../train/experiment.ts";
+import { checkReward, evalRow, evalTasks, setup, silentReporter, slug, trainRl, warmStart, warmStartDemos, type Reporter } from "../train/experiment.ts";
 import { mean, trajectoryEm } from "../train/metrics.ts";
 import { RunDir } from "../train/runDir.ts";
 import { computeClaims } from "./claims.ts";
@@ -81,6 +81,7 @@ export function exampleTasks(tasks: readonly Task[], n: number, seed: number): T
 export async function runLab(config: ExperimentConfig, reporter: Reporter = silentReporter, options: LabOptions = { overwrite: false, quick: false }): Promise<LabResult> {
   const designs = resolveDesigns(config);
   const configs = designs.map((d) => designConfig(config, d)); // validate every design before training anything
+  for (const c of configs) checkReward(c);
   const t0 = performance.now();
   const lab = new RunDir(config.run.dir, config.run.name, options);
   lab.writeConfig(config);

@@ -296,7 +296,7 @@ export async function renderReport(lab: LabResult): Promise<string> {
   const claims =
     lab.claims.length === 0
       ? '<p class="quiet">No claims.</p>'
-      : `<ul class="claims">${lab.claims.map((c) => `<li><strong>${esc(c.id)}. ${esc(c.title)}</strong> — ${esc(c.text)}</li>`).join("\n")}</ul>`;
+      : `<ul class="claims">${lab.claims.map((c) => `<li><strong>${esc(c.title)}</strong> — ${esc(c.text)}</li>`).join("\n")}</ul>`;
 
   const head = `<tr>${LAB_TABLE_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
   const rows = labTableRows(lab).map(

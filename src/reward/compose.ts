@@ -81,6 +81,8 @@ export async function computeReward(
  */
 export async function rewardGroups(groups: readonly TrajectoryGroup[], config: RewardConfig, judge?: Judge): Promise<void> {
   for (const g of groups) {
-    for (const traj of g.trajectories) traj.reward = await computeReward(traj, config, { group: g.trajectories, judge });
+    // A group's members are scored concurrently (a remote judge then sees up to G requests at once).
+    const rewards = await Promise.all(g.trajectories.map((traj) => computeReward(traj, config, { group: g.trajectories, judge })));
+    g.trajectories.forEach((traj, i) => (traj.reward = rewards[i]));
   }
 }

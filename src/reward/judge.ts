@@ -211,7 +211,10 @@ export class OpenAIJudge implements Judge {
     } catch (e) {
       const err = e as Error;
       if (err.name === "TimeoutError" || err.name === "AbortError") throw new Error(`timeout after ${this.timeoutMs} ms`);
-      throw new Error(`request failed: ${err.message}`);
+      // fetch hides the reason (ECONNREFUSED, ENOTFOUND…) in `cause`.
+      const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause;
+      const why = cause?.code ?? cause?.message;
+      throw new Error(`request failed: ${err.message}${why ? ` (${why})` : ""}`);
     }
     if (!res.ok) throw new Error(`HTTP ${res.status}: ${text.slice(0, 200)}`);
     let json: unknown;

@@ -100,7 +100,7 @@ const termWeights = (desc: string) =>
     .superRefine((weights, ctx) => {
       for (const name of Object.keys(weights)) {
         if (!Object.hasOwn(REWARD_TERMS, name)) {
-          ctx.addIssue({ code: "custom", path: [name], message: `unknown reward term; allowed: ${Object.keys(REWARD_TERMS).join(", ")}` });
+          ctx.addIssue({ code: "custom", path: [name], params: { keyIssue: true }, message: `unknown reward term; allowed: ${Object.keys(REWARD_TERMS).join(", ")}` });
         }
       }
     })
@@ -114,7 +114,7 @@ export const JudgeSection = z
   .object({
     baseUrl: z.string().url().describe("OpenAI-compatible base URL, e.g. http://localhost:8000/v1."),
     model: z.string().min(1).describe("Judge model name."),
-    rubric: z.string().default("Reply 1 if the prediction means the same as one of the gold answers, otherwise 0. Reply with the number only.").describe("Judge instructions."),
+    rubric: z.string().trim().min(1).default("Reply 1 if the prediction means the same as one of the gold answers, otherwise 0. Reply with the number only.").describe("Judge instructions."),
     apiKeyEnv: z.string().optional().describe("Environment variable holding the API key."),
     maxRetries: int(0, "Retries after a failed judge call.").default(2),
     timeoutMs: int(1, "Limit of one judge call (ms).").default(30000),
@@ -176,7 +176,7 @@ export const DetectorsConfig = z
 export const LabDesignSection = z
   .object({
     description: z.string().default("").describe("What the design is and which loophole it opens or closes."),
-    preset: presetName.default("outcome-only").describe("Preset the design starts from."),
+    preset: presetName.default("default").describe("Preset the design starts from (default: the main job's reward)."),
     weights: termWeights("Weights added to or overriding the preset's.").default({}),
     overrides: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).default({}).describe("Training-option overrides, dotted config paths (e.g. rl.maskObservations: false)."),
   })
@@ -185,7 +185,13 @@ export const LabDesignSection = z
 export const LabConfig = z
   .object({
     designs: z.array(z.string()).min(1).default(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]).describe("Designs `arl lab` trains, built-in or defined below."),
-    define: z.record(z.string().regex(/^[A-Za-z0-9._-]+$/), LabDesignSection).default({}).describe("New designs from terms, weights and training overrides, by name."),
+    define: z
+      .record(
+        z.string().regex(/^(?!\.{1,2}$)[A-Za-z0-9._-]+$/, "a design name is letters, digits, '.', '_' or '-' (not '.' or '..')"),
+        LabDesignSection,
+      )
+      .default({})
+      .describe("New designs from terms, weights and training overrides, by name."),
     examples: int(0, "Example trajectories per design in the report (before and after RL).").default(5),
   })
   .strict();
@@ -237,10 +243,13 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
       return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≥" : ">"} ${issue.minimum}, got ${shown}`;
     case "too_big":
       return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≤" : "<"} ${issue.maximum}, got ${shown}`;
+    case "invalid_key":
+      return `${path}: ${issue.issues[0]?.message ?? issue.message}`;
     case "invalid_type":
       return `${path}: expected ${issue.expected}${issue.expected === "int" ? "eger" : ""}, got ${shown}`;
     default:
-      return `${path}: ${issue.message}, got ${shown}`;
+      // Custom issues on record keys (unknown terms, presets) name the key in the path; the value is not the problem.
+      return issue.code === "custom" && (issue.params as { keyIssue?: boolean } | undefined)?.keyIssue ? `${path}: ${issue.message}` : `${path}: ${issue.message}, got ${shown}`;
   }
 }
 

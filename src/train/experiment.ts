@@ -18,7 +18,7 @@ import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer } from "../policy/tokenizer.ts";
 import { savePolicy } from "./checkpoint.ts";
-import { rewardConfigOf, type ExperimentConfig } from "./config.ts";
+import { ConfigError, rewardConfigOf, type ExperimentConfig } from "./config.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
 import { rlStep } from "./rl.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
@@ -59,9 +59,21 @@ export function searchEnvFor(passages: readonly Passage[], config: ExperimentCon
   return { index, makeEnv: () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns }) };
 }
 
+/**
+ * Checks what the schema cannot: the reward's terms exist, and a weighted `judge` term has an endpoint.
+ * @throws ConfigError naming the field
+ */
+export function checkReward(config: ExperimentConfig): void {
+  const reward = rewardConfigOf(config);
+  validateRewardConfig(reward);
+  if (Object.hasOwn(reward.weights, "judge") && reward.options?.judge === undefined) {
+    throw new ConfigError(["reward.options.judge: required when the `judge` term is weighted (an OpenAI-compatible baseUrl and model)"]);
+  }
+}
+
 /** Builds the world, its BM25 index, the word-level tokenizer and the env factory from a config. */
 export function setup(config: ExperimentConfig): Setup {
-  validateRewardConfig(rewardConfigOf(config));
+  checkReward(config);
   const world = buildWorld({ seed: config.run.seed, ...config.env.world });
   const { index, makeEnv } = searchEnvFor(world.passages, config);
   const tokenizer = WordTokenizer.fromTexts([
@@ -235,6 +247,7 @@ export async function trainRl(
   const steps: Metrics[] = [];
   const rng = new Rng(config.run.seed + 1);
   const rlBar = reporter.bar(label, config.rl.steps);
+  let warnedRewardErrors = false;
   for (let step = 0; step < config.rl.steps; step++) {
     const { world, makeEnv } = rlWorlds[rng.int(rlWorlds.length)];
     const batch = rng.shuffle(world.train).slice(0, config.rl.tasksPerStep);
@@ -246,6 +259,11 @@ export async function trainRl(
     steps.push(res.metrics);
     run.logMetrics("rl", step, res.metrics);
     run.logTimings("rl", step, res.timingsMs);
+    const failed = res.groups.flatMap((g) => g.trajectories).flatMap((t) => t.reward?.terms.filter((x) => x.error !== undefined) ?? []);
+    if (failed.length > 0 && (step === 0 || step % 10 === 0 || !warnedRewardErrors)) {
+      warnedRewardErrors = true;
+      reporter.log(`warning: step ${step}: ${failed.length} reward term(s) failed and scored 0 (e.g. ${failed[0].name}: ${failed[0].error}); see reward/errors in metrics.jsonl`);
+    }
     for (const firing of monitor.observe(step, res.metrics)) {
       run.appendJsonl("detectors.jsonl", firing);
       reporter.log(`warning: reward-hacking detector fired: ${firing.message}`);
@@ -282,6 +300,7 @@ export async function runExperiment(
   reporter: Reporter = silentReporter,
   options: { overwrite: boolean } = { overwrite: false },
 ): Promise<ExperimentSummary> {
+  checkReward(config); // before the run folder exists, so a bad config leaves nothing behind
   const run = new RunDir(config.run.dir, config.run.name, options);
   run.writeConfig(config);
   const s = setup(config);

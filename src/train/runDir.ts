@@ -32,7 +32,7 @@ export class RunDir {
     }
     if (existsSync(join(this.path, "config.yaml"))) {
       if (!opts.overwrite) {
-        throw new Error(`run folder ${this.path} already holds a run; choose another --run.name or pass --overwrite`);
+        throw new Error(`run folder ${this.path} already holds a run; choose another name (--run.name; --name for arl lab) or pass --overwrite`);
       }
       rmSync(this.path, { recursive: true, force: true });
     }
