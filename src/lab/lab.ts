@@ -11,7 +11,7 @@ import { computeReward } from "../reward/compose.ts";
 import { needlessSearches } from "../reward/evidence.ts";
 import { formatTrajectory } from "../rollout/format.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
-import { rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
+import { SMOKE_OVERRIDES, rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
 import { checkReward, evalRow, evalTasks, setup, silentReporter, slug, trainRl, warmStart, warmStartDemos, type Reporter } from "../train/experiment.ts";
 import { mean, trajectoryEm } from "../train/metrics.ts";
 import { RunDir } from "../train/runDir.ts";
@@ -29,20 +29,10 @@ export interface LabOptions {
 
 /** The quick lab's config overrides: the smoke model and budgets, with enough RL steps for the detectors to read. */
 export const QUICK_LAB_OVERRIDES: Record<string, string> = {
-  "env.world.numCountries": "12",
-  "policy.dModel": "32",
-  "policy.nLayers": "1",
-  "policy.nHeads": "2",
-  "policy.contextLength": "192",
-  "sft.steps": "4",
-  "sft.batchSize": "8",
-  "sft.demosPerTask": "1",
+  ...SMOKE_OVERRIDES,
   "sft.counterfactualWorlds": "1",
   "rl.steps": "4",
-  "rl.tasksPerStep": "4",
-  "rl.groupSize": "4",
   "rl.counterfactualWorlds": "1",
-  "eval.maxTasks": "8",
   "run.checkpointEvery": "0",
   "run.samplesPerStep": "0",
   "detectors.baselineSteps": "1",
