@@ -34,6 +34,8 @@ describe("lab designs", () => {
       },
     });
     const [cautious] = resolveDesigns(config);
+    // `--lab.designs a,b` on the command line arrives as one string
+    expect(resolveConfig({ lab: { designs: "outcome-only, composite" } }).lab.designs).toEqual(["outcome-only", "composite"]);
     const cfg = designConfig(config, cautious);
     expect(rewardConfigOf(cfg).weights).toEqual({ ...REWARD_PRESETS.composite.weights, guess: 1, latency: 0.5 });
     expect(cfg.rl.temperature).toBe(0.8);
@@ -138,5 +140,6 @@ describe("computeClaims", () => {
     expect(claims[2].text).toContain("composite: EM 60.0 % (rank 1 of 4), needless-search rate 5.0 % (rank 1 of 4");
     expect(claims[3].numbers).toMatchObject({ masked_em: 0.6, unmasked_em: 0.55, masked_kl_peak: 0.1, unmasked_kl_peak: 0.3 });
     expect(claims[4].text).toContain("EM 60.0 % vs the warm start's 40.0 % (+20.0 points)");
+    expect(computeClaims({ ...lab, rlSteps: 0 })[0].text).toContain("No RL steps ran, so there is no training guess rate;");
   });
 });

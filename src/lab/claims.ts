@@ -55,8 +55,10 @@ export function computeClaims(lab: Omit<LabResult, "claims">): Claim[] {
         text:
           `On held-out unknown facts, outcome-only answered ${pct(n.outcome_guess_unknown)} without searching ` +
           `(those guesses were right ${pct(n.outcome_guess_em_unknown)} of the time), ${cmp(n.outcome_guess_unknown, n.composite_guess_unknown, 3)} ` +
-          `composite's ${pct(n.composite_guess_unknown)} (right ${pct(n.composite_guess_em_unknown)}). Over the last ${window} training steps ` +
-          `the guess rate on unknown facts was ${pct(n.outcome_train_guess_unknown)} vs ${pct(n.composite_train_guess_unknown)}; ` +
+          `composite's ${pct(n.composite_guess_unknown)} (right ${pct(n.composite_guess_em_unknown)}). ` +
+          (lab.rlSteps === 0
+            ? "No RL steps ran, so there is no training guess rate; "
+            : `Over the last ${window} training steps the guess rate on unknown facts was ${pct(n.outcome_train_guess_unknown)} vs ${pct(n.composite_train_guess_unknown)}; `) +
           `EM on unknown facts ${pct(n.outcome_em_unknown)} vs ${pct(n.composite_em_unknown)}.`,
         numbers: n,
       });

@@ -184,7 +184,9 @@ export const LabDesignSection = z
 
 export const LabConfig = z
   .object({
-    designs: z.array(z.string()).min(1).default(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]).describe("Designs `arl lab` trains, built-in or defined below."),
+    designs: z
+      .preprocess((v) => (typeof v === "string" ? v.split(",").map((x) => x.trim()).filter(Boolean) : v), z.array(z.string()).min(1))
+      .default(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]).describe("Designs `arl lab` trains, built-in or defined below (a list, or one comma-separated string)."),
     define: z
       .record(
         z.string().regex(/^(?!\.{1,2}$)[A-Za-z0-9._-]+$/, "a design name is letters, digits, '.', '_' or '-' (not '.' or '..')"),
