@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { Rng } from "../core/rng.ts";
 import type { Task, Trajectory } from "../core/types.ts";
 import { computeReward } from "../reward/compose.ts";
-import { needlessSearches } from "../reward/evidence.ts";
+import { answeredWithoutSearch, needlessSearches } from "../reward/evidence.ts";
 import { formatTrajectory } from "../rollout/format.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import { SMOKE_OVERRIDES, rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
@@ -42,7 +42,7 @@ export const QUICK_LAB_OVERRIDES: Record<string, string> = {
 /** EM, searches and guess rate (all / known / unknown) and needless searches of evaluation trajectories. */
 export function evalSummary(trajs: readonly Trajectory[], result: Omit<EvalSummary, "needlessSearches" | "needlessSearchRate">): EvalSummary {
   const needless = trajs.map(needlessSearches).filter((x): x is number => x !== undefined);
-  const guessedUnknown = trajs.filter((t) => t.task.known === false && t.answer !== null && t.searches === 0);
+  const guessedUnknown = trajs.filter((t) => t.task.known === false && answeredWithoutSearch(t));
   const { all, known, unknown } = result;
   return {
     all,

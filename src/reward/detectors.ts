@@ -6,7 +6,7 @@
  * Definitions share `evidence.ts` with the reward terms, so a term and its detector cannot disagree.
  */
 import type { Metrics, Trajectory } from "../core/types.ts";
-import { citations, fabricatedCitations, goldRetrieved, ignoredEvidence, needlessSearches } from "./evidence.ts";
+import { answeredWithoutSearch, citations, fabricatedCitations, goldRetrieved, ignoredEvidence, needlessSearches } from "./evidence.ts";
 
 /** One detector that fired: which metric, by how much, since when. */
 export interface DetectorFiring {
@@ -44,7 +44,7 @@ const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) 
  * - `hack/response_length`: mean policy-sampled tokens per episode (tokens).
  */
 export function hackingMetrics(trajs: readonly Trajectory[]): Metrics {
-  const guess = (t: Trajectory) => (t.answer !== null && t.searches === 0 ? 1 : 0);
+  const guess = (t: Trajectory) => (answeredWithoutSearch(t) ? 1 : 0);
   const spam = trajs.map(needlessSearches).filter((x): x is number => x !== undefined);
   const withGold = trajs.filter(goldRetrieved);
   const citing = trajs.filter((t) => citations(t).length > 0);

@@ -6,6 +6,11 @@
 import type { Passage, Task, Trajectory } from "../core/types.ts";
 import { emCheck, normalizeAnswer } from "./em.ts";
 
+/** True when the episode answered without any search (a guess, or parametric knowledge). */
+export function answeredWithoutSearch(t: Trajectory): boolean {
+  return t.answer !== null && t.searches === 0;
+}
+
 /** Every passage the trajectory retrieved, in turn and rank order (duplicates kept). */
 export function retrievedPassages(traj: Trajectory): Passage[] {
   return traj.turns.flatMap((t) => t.passages ?? []);

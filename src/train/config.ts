@@ -8,7 +8,8 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { REWARD_TERMS } from "../reward/terms.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
-import type { RewardConfig as RewardSpec } from "../reward/compose.ts";
+import { DEFAULT_REWARD_OPTIONS, type RewardConfig as RewardSpec } from "../reward/compose.ts";
+import { DEFAULT_DETECTOR_THRESHOLDS as D } from "../reward/detectors.ts";
 
 const int = (min: number, desc: string) => z.number().int().min(min).describe(desc);
 const num = (desc: string) => z.number().describe(desc);
@@ -129,17 +130,17 @@ export const RewardConfig = z
     weights: termWeights("Weights added to or overriding the preset's (0 silences a term); total = Σ weight × value.").default({}),
     options: z
       .object({
-        requireThink: z.boolean().default(false).describe("format_sm: require <think> before each action (Search-R1)."),
-        otcC: z.number().positive().default(1).describe("otc: OTC's smoothing constant c."),
-        abstentions: z.array(z.string()).default(["unknown", "i dont know", "i don’t know", "i do not know", "cannot answer", "not sure"]).describe("Answers that count as abstaining (normalised)."),
+        requireThink: z.boolean().default(DEFAULT_REWARD_OPTIONS.requireThink).describe("format_sm: require <think> before each action (Search-R1)."),
+        otcC: z.number().positive().default(DEFAULT_REWARD_OPTIONS.otcC).describe("otc: OTC's smoothing constant c."),
+        abstentions: z.array(z.string()).default([...DEFAULT_REWARD_OPTIONS.abstentions]).describe("Answers that count as abstaining (normalised)."),
         judge: JudgeSection.optional().describe("LLM judge endpoint for the `judge` term."),
       })
       .strict()
-      .default({ requireThink: false, otcC: 1, abstentions: ["unknown", "i dont know", "i don’t know", "i do not know", "cannot answer", "not sure"] }),
+      .default({ requireThink: DEFAULT_REWARD_OPTIONS.requireThink, otcC: DEFAULT_REWARD_OPTIONS.otcC, abstentions: [...DEFAULT_REWARD_OPTIONS.abstentions] }),
   })
   .strict();
 
-const riseRule = (rise: number, min: number, ceiling: number, what: string) =>
+const riseRule = ({ rise, min, ceiling }: { rise: number; min: number; ceiling: number }, what: string) =>
   z
     .object({
       rise: z.number().min(0).default(rise).describe(`Fires when the smoothed ${what} exceeds its baseline by more than this…`),
@@ -153,23 +154,23 @@ export const DetectorsConfig = z
   .object({
     enabled: z.boolean().default(true).describe("Run the reward-hacking detectors every RL step (logged; warned on the console)."),
     referenceKl: z.boolean().default(true).describe("Measure the KL to the warm-start policy every step (hack/kl_ref, on the first two episodes of each group; one extra forward pass on them)."),
-    baselineSteps: int(1, "RL steps averaged into each metric's baseline.").default(10),
-    window: int(1, "RL steps averaged into the smoothed value compared with the baseline.").default(10),
-    guessUnknown: riseRule(0.1, 0.2, 0.5, "guess rate on unknown facts"),
-    toolSpam: riseRule(0.2, 0.3, 1, "searches above the task's need per episode"),
-    searchThenIgnore: riseRule(0.15, 0.2, 0.5, "search-then-ignore rate"),
-    fabricatedCitation: riseRule(0.05, 0.05, 0.2, "fabricated-citation rate"),
-    answerAvoidance: riseRule(0.1, 0.15, 0.3, "no-answer rate"),
-    lengthCollapse: z.object({ ratio: z.number().min(0).max(1).default(0.5).describe("Fires when response length falls below this × baseline.") }).strict().default({ ratio: 0.5 }),
-    entropyCollapse: z.object({ ratio: z.number().min(0).max(1).default(0.3).describe("Fires when the policy entropy falls below this × baseline.") }).strict().default({ ratio: 0.3 }),
+    baselineSteps: int(1, "RL steps averaged into each metric's baseline.").default(D.baselineSteps),
+    window: int(1, "RL steps averaged into the smoothed value compared with the baseline.").default(D.window),
+    guessUnknown: riseRule(D.guessUnknown, "guess rate on unknown facts"),
+    toolSpam: riseRule(D.toolSpam, "searches above the task's need per episode"),
+    searchThenIgnore: riseRule(D.searchThenIgnore, "search-then-ignore rate"),
+    fabricatedCitation: riseRule(D.fabricatedCitation, "fabricated-citation rate"),
+    answerAvoidance: riseRule(D.answerAvoidance, "no-answer rate"),
+    lengthCollapse: z.object({ ratio: z.number().min(0).max(1).default(D.lengthCollapse.ratio).describe("Fires when response length falls below this × baseline.") }).strict().default({ ...D.lengthCollapse }),
+    entropyCollapse: z.object({ ratio: z.number().min(0).max(1).default(D.entropyCollapse.ratio).describe("Fires when the policy entropy falls below this × baseline.") }).strict().default({ ...D.entropyCollapse }),
     klAcceleration: z
       .object({
-        factor: z.number().positive().default(3).describe("Fires when the windowed KL grew this many times faster over the last window than over the one before…"),
-        min: z.number().min(0).default(0.1).describe("…and the KL is at least this (nats/token)…"),
-        minGrowth: z.number().min(0).default(0.1).describe("…and grew by more than factor × this (nats/token per window)."),
+        factor: z.number().positive().default(D.klAcceleration.factor).describe("Fires when the windowed KL grew this many times faster over the last window than over the one before…"),
+        min: z.number().min(0).default(D.klAcceleration.min).describe("…and the KL is at least this (nats/token)…"),
+        minGrowth: z.number().min(0).default(D.klAcceleration.minGrowth).describe("…and grew by more than factor × this (nats/token per window)."),
       })
       .strict()
-      .default({ factor: 3, min: 0.1, minGrowth: 0.1 }),
+      .default({ ...D.klAcceleration }),
   })
   .strict();
 

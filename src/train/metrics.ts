@@ -4,6 +4,7 @@
  */
 import type { Metrics, Trajectory } from "../core/types.ts";
 import { emCheck } from "../reward/em.ts";
+import { answeredWithoutSearch } from "../reward/evidence.ts";
 
 /** Arithmetic mean; 0 for an empty list. */
 export function mean(xs: readonly number[]): number {
@@ -15,10 +16,7 @@ export function trajectoryEm(t: Trajectory): number {
   return t.answer === null ? 0 : emCheck(t.answer, t.task.answers);
 }
 
-/** True when the episode answered without any search (a guess, or parametric knowledge). */
-export function answeredWithoutSearch(t: Trajectory): boolean {
-  return t.answer !== null && t.searches === 0;
-}
+export { answeredWithoutSearch } from "../reward/evidence.ts";
 
 /**
  * Metrics of a batch of episodes: `reward/mean`, `reward/std`, `em`, `searches`, `searches/known`,
