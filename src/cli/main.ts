@@ -1,5 +1,5 @@
 /**
- * `arl` — the command line. One subcommand per job: `train`, `eval`, `rollout`, `search`. Config fields can be
+ * `arl` — the command line. One subcommand per job: `train`, `lab`, `eval`, `rollout`, `search`, `serve`, `export`. Config fields can be
  * overridden by flags named by their path (`--rl.groupSize 8`, `--policy.dModel=64`).
  */
 import { dirname, join } from "node:path";
@@ -30,6 +30,7 @@ import { BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../lab/designs.ts
 import { QUICK_LAB_OVERRIDES, runLab } from "../lab/lab.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { TERM_LIST } from "../reward/terms.ts";
+import { registerServe } from "./serve.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
 export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
@@ -273,6 +274,9 @@ program
     if (hits.length === 0) console.log("(no passage matches)");
     hits.forEach((p, i) => console.log(`${i + 1}. [${p.score?.toFixed(3)}] ${p.id}  (Title: ${p.title})\n   ${p.text.slice(0, 300)}`));
   });
+
+registerServe(program);
+// other command groups register here
 
 try {
   const parsed = extractOverrides(process.argv.slice(2));

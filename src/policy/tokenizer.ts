@@ -18,6 +18,12 @@ export interface Tokenizer {
   readonly pad: number;
   /** Text → ids `[tokens]`. Never throws; unknown words map to the unknown token. */
   encode(text: string): number[];
+  /**
+   * An episode's first user prompt → the ids the policy sees before its first turn `[prompt]`: `[bos, …encode(text)]`
+   * for the embedded word tokenizer; a chat model renders it through its chat template with the generation prompt
+   * (as Search-R1 does with `apply_chat_template`), so later turns and observations are appended as plain text.
+   */
+  promptTokens(text: string): number[];
   /** Ids → text; tokens are joined by single spaces (word-level), protocol tags kept. */
   decode(ids: readonly number[]): string;
   /** Id of an exact token string. @throws Error naming the token when it is not in the vocabulary */
@@ -134,6 +140,10 @@ export class WordTokenizer implements Tokenizer {
 
   encode(text: string): number[] {
     return this.hf.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  promptTokens(text: string): number[] {
+    return [this.bos, ...this.encode(text)];
   }
 
   decode(ids: readonly number[]): string {

@@ -50,7 +50,7 @@ export async function runEpisode(
 ): Promise<Trajectory> {
   const env = makeEnv();
   const promptText = await env.reset(task);
-  const tokens = [tokenizer.bos, ...tokenizer.encode(promptText)];
+  const tokens = tokenizer.promptTokens(promptText);
   if (tokens.length >= limits.contextLength) {
     throw new Error(
       `rollout: prompt of task ${task.id} is ${tokens.length} tokens, not below the context length ${limits.contextLength}`,

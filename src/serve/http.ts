@@ -1,0 +1,110 @@
+/**
+ * The HTTP layer every `arl serve …` server shares (fastify): loopback bind by default, optional bearer token,
+ * request-size limit, JSON bodies checked with zod, and errors as `{error: reason}` with a 4xx status — a bad
+ * request never becomes a 500.
+ */
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { z } from "zod";
+
+/** Options every server takes. */
+export interface ServeOptions {
+  /** Interface to bind (default `127.0.0.1`; `0.0.0.0` to serve other machines). */
+  host?: string;
+  /** TCP port; 0 picks a free one (default 0). */
+  port?: number;
+  /** When set, every request must carry `Authorization: Bearer <apiKey>` (or Tinker's `X-API-Key: <apiKey>`). */
+  apiKey?: string;
+  /** Largest accepted request body (bytes; default 16 MiB). */
+  bodyLimit?: number;
+  /** Requests running longer than this are answered 503 (ms; default 0 = no limit). */
+  requestTimeoutMs?: number;
+}
+
+/** An error with the HTTP status to answer (4xx for the client's mistakes). */
+export class HttpError extends Error {
+  /**
+   * @param status HTTP status code
+   * @param message the reason, sent as `{error: message}`
+   */
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Parses a request body with a zod schema.
+ * @returns the parsed value
+ * @throws HttpError 400 naming every invalid field (`forward_backward_input.data.0.model_input: Required`)
+ */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const reasons = r.error.issues.map((i) => `${i.path.length > 0 ? i.path.join(".") : "body"}: ${i.message}`);
+  throw new HttpError(400, reasons.join("; "));
+}
+
+/**
+ * A fastify instance with the shared behaviour: bearer-token check (except `GET …/healthz`), `{error}` bodies,
+ * JSON parse errors and oversized bodies as 400/413, unknown routes as 404.
+ */
+export function createApp(options: ServeOptions = {}): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: options.bodyLimit ?? 16 * 1024 * 1024,
+    requestTimeout: options.requestTimeoutMs ?? 0,
+  });
+  if (options.apiKey) {
+    const key = options.apiKey;
+    app.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
+      if (req.method === "GET" && req.url.endsWith("/healthz")) return;
+      const auth = req.headers.authorization;
+      const given = auth?.startsWith("Bearer ") ? auth.slice(7) : req.headers["x-api-key"];
+      if (given !== key) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>)" });
+    });
+  }
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    if (err instanceof HttpError) return reply.code(err.status).send({ error: err.message });
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    return reply.code(status).send({ error: status === 500 ? `internal error: ${err.message}` : err.message });
+  });
+  app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: `no route ${req.method} ${req.url}` }));
+  return app;
+}
+
+/** A listening server. */
+export interface RunningServer {
+  /** Base URL, e.g. `http://127.0.0.1:8000`. */
+  url: string;
+  app: FastifyInstance;
+  /** Stops accepting connections and resolves when in-flight requests are done. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts listening.
+ * @throws Error when the port is taken or the host cannot be bound
+ */
+export async function listen(app: FastifyInstance, options: ServeOptions = {}): Promise<RunningServer> {
+  const host = options.host ?? "127.0.0.1";
+  await app.listen({ host, port: options.port ?? 0 });
+  const addr = app.server.address();
+  const port = typeof addr === "object" && addr ? addr.port : options.port ?? 0;
+  const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+  return { url: `http://${shown}:${port}`, app, close: () => app.close() };
+}
+
+/** Resolves when the process gets SIGINT or SIGTERM, after closing `server` (in-flight requests finish first). */
+export function untilSignal(server: RunningServer): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = () => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      void server.close().then(resolve, resolve);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
+}
