@@ -10,7 +10,7 @@ import type { Task, Trajectory } from "../core/types.ts";
 import { computeReward } from "../reward/compose.ts";
 import { answeredWithoutSearch, needlessSearches } from "../reward/evidence.ts";
 import { formatTrajectory } from "../rollout/format.ts";
-import { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import { createBackend } from "../train/backends.ts";
 import { SMOKE_OVERRIDES, rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
 import { checkReward, evalRow, evalTasks, setup, silentReporter, slug, trainRl, warmStart, warmStartDemos, type Reporter } from "../train/experiment.ts";
 import { mean, trajectoryEm } from "../train/metrics.ts";
@@ -95,8 +95,7 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
     const d0 = performance.now();
     const run = new RunDir(join(lab.path, "designs"), design.name, { overwrite: true });
     run.writeConfig(cfg);
-    const backend = await EmbeddedBackend.create(s.gpt, cfg.run.seed);
-    await backend.load(lab.checkpoint("sft")); // the same warm start (weights and optimizer state) for every design
+    const backend = await createBackend(cfg, s.gpt, lab.checkpoint("sft")); // the same warm start (weights and optimizer state) for every design
     const rl = await trainRl(backend, demos, s, cfg, run, reporter, lab.checkpoint("sft"), `RL ${design.name}`);
     const row = await evalRow(design.name, backend, tasks, "agent", s, cfg, reporter);
     run.writeSummary({ design: design.name, result: row.result, detectors: rl.detectors.firing() });

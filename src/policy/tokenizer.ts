@@ -1,22 +1,33 @@
 /**
  * Tokenizers. The embedded policy uses a word-level vocabulary built from its world's texts, stored as a standard
  * Hugging Face `tokenizer.json` (a WordPiece model whose vocabulary holds whole words only, so every word is one
- * token and an unseen word is `[UNK]`) and run by the maintained `@huggingface/tokenizers` library — the same
- * loader later serves real models' tokenizer files.
+ * token and an unseen word is `[UNK]`) and run by the maintained `@huggingface/tokenizers` library. Real models'
+ * tokenizer folders (`tokenizer.json` + `tokenizer_config.json`, e.g. Qwen3's byte-level BPE and chat template) are
+ * loaded by `HfTokenizer` in `./hf/tokenizer.ts`, which implements the same `Tokenizer` interface.
  *
  * Pipeline: NFD → strip accents → lowercase; split on whitespace and punctuation (`\w+|[^\w\s]+`), then every digit
  * alone (numbers become digit sequences, keeping the vocabulary small); protocol tags and `\n` are added tokens.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
 
-/** What the rollout and the trainer need from any tokenizer. Token ids are integers in `[0, vocabSize)`. */
+/**
+ * What the rollout and the trainer need from any tokenizer (the embedded `WordTokenizer`, a real model's
+ * `HfTokenizer`). Token ids are integers in `[0, vocabSize)`.
+ */
 export interface Tokenizer {
+  /** Number of token ids the tokenizer knows (largest id + 1); a model's embedding table may have more rows. */
   readonly vocabSize: number;
-  /** Id of the beginning-of-sequence token, put before every prompt. */
+  /**
+   * Id of the beginning-of-sequence token, put before a prompt by `promptTokens` when the tokenizer adds one;
+   * -1 when the model has none (Qwen2/Qwen3).
+   */
   readonly bos: number;
   /** Id of the padding token (never trained on). */
   readonly pad: number;
-  /** Text → ids `[tokens]`. Never throws; unknown words map to the unknown token. */
+  /**
+   * Text → ids `[tokens]`, with no BOS/EOS added. Never throws. Word-level: unknown words map to the unknown token;
+   * byte-level BPE: every string has an encoding, and special-token strings in the text become their single ids.
+   */
   encode(text: string): number[];
   /**
    * An episode's first user prompt → the ids the policy sees before its first turn `[prompt]`: `[bos, …encode(text)]`
@@ -24,12 +35,20 @@ export interface Tokenizer {
    * (as Search-R1 does with `apply_chat_template`), so later turns and observations are appended as plain text.
    */
   promptTokens(text: string): number[];
-  /** Ids → text; tokens are joined by single spaces (word-level), protocol tags kept. */
+  /**
+   * Ids → text as the tokenizer decodes it: `WordTokenizer` joins words by single spaces (BOS/pad dropped, protocol
+   * tags kept); a byte-level BPE tokenizer gives back the exact text (`decode(encode(s)) === s` for NFC text),
+   * special tokens kept. `decode([])` is `''`.
+   * @throws Error naming the id when an id is outside `[0, vocabSize)`
+   */
   decode(ids: readonly number[]): string;
-  /** Id of an exact token string. @throws Error naming the token when it is not in the vocabulary */
+  /**
+   * Id of an exact token string as the vocabulary spells it (a word, an added/special token such as `<|im_end|>`).
+   * @throws Error naming the token when it is not in the vocabulary
+   */
   id(token: string): number;
   /** The tokenizer as a `tokenizer.json` object, for checkpoints. */
-  toJSON(): TokenizerJson;
+  toJSON(): TokenizerJsonDocument;
 }
 
 /** The Search-R1 protocol tags, each a single token. */
@@ -49,7 +68,21 @@ const PAD = "<pad>";
 const BOS = "<bos>";
 const SPECIALS = [UNK, PAD, BOS, ...PROTOCOL_TAGS];
 
-/** A Hugging Face `tokenizer.json` document (the fields this project writes and reads). */
+/**
+ * Any Hugging Face `tokenizer.json` document (WordPiece, BPE, …): the fields every one has. `TokenizerJson` is the
+ * word-level kind this project writes.
+ */
+export interface TokenizerJsonDocument {
+  version: string;
+  added_tokens: TokenizerJson["added_tokens"];
+  normalizer: unknown;
+  pre_tokenizer: unknown;
+  post_processor: unknown;
+  decoder: unknown;
+  model: { type: string; [field: string]: unknown };
+}
+
+/** A Hugging Face `tokenizer.json` document of the embedded word-level tokenizer (the fields this project writes and reads). */
 export interface TokenizerJson {
   version: string;
   added_tokens: Array<{

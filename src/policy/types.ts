@@ -13,14 +13,15 @@ export type LossFnName = "cross_entropy" | "importance_sampling" | "ppo";
  * - `clipLow`/`clipHigh`: PPO ratio clip thresholds (ratio clipped to `[1-clipLow, 1+clipHigh]`; default 0.2/0.2).
  * - `klCoef`: coefficient of the k3 KL estimator to the reference policy (needs `Datum.refLogprobs`); 0 = off.
  * - `normalization`: how per-token losses are aggregated. `tokens`: divided by the number of loss-masked tokens in
- *   the batch (GRPO / token-mean); `constant`: divided by `constantLength × batch` (Dr.GRPO, Liu et al. 2025 §3.1).
+ *   the batch (GRPO / token-mean); `constant`: divided by `constantLength × batch` (Dr.GRPO, Liu et al. 2025 §3.1);
+ *   `sum`: not divided (the Tinker API's losses are sums over tokens; remote clients pre-scale weights/advantages).
  * - `constantLength`: the constant (tokens) used by `normalization: "constant"`.
  */
 export interface LossConfig {
   clipLow?: number;
   clipHigh?: number;
   klCoef?: number;
-  normalization?: "tokens" | "constant";
+  normalization?: "tokens" | "constant" | "sum";
   constantLength?: number;
 }
 
@@ -54,6 +55,11 @@ export interface SampleOptions {
   temperature: number;
   /** Token ids that end a sample (included in the output). */
   stop?: number[];
+  /**
+   * Strings that end a sample, for tokenizers where a protocol tag is several tokens (real BPE models). Remote
+   * backends send them instead of `stop` when present; the embedded engine needs single-token `stop` ids.
+   */
+  stopStrings?: string[];
   /** Seed of this call's sampling randomness; the same seed and prompt give the same tokens. */
   seed: number;
 }

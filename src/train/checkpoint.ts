@@ -8,6 +8,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { writeFileAtomic } from "./runDir.ts";
 import { join } from "node:path";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import { TinkerBackend, type TinkerCheckpointPointer } from "../policy/tinker/backend.ts";
+import type { TrainingBackend } from "../policy/types.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer, type TokenizerJson } from "../policy/tokenizer.ts";
 
@@ -16,7 +18,7 @@ const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
 const POLICY_FILES = ["tokenizer.json", "gpt.json"] as const;
 
 /** Saves backend state + tokenizer + model shape under `dir`, with sha256 checksums in `policy-manifest.json`. */
-export async function savePolicy(dir: string, backend: EmbeddedBackend, tokenizer: WordTokenizer, gpt: GPTConfig): Promise<void> {
+export async function savePolicy(dir: string, backend: TrainingBackend, tokenizer: WordTokenizer, gpt: GPTConfig): Promise<void> {
   await backend.save(dir);
   const texts = { "tokenizer.json": JSON.stringify(tokenizer.toJSON()), "gpt.json": JSON.stringify(gpt) };
   for (const f of POLICY_FILES) writeFileAtomic(join(dir, f), texts[f]);
@@ -40,13 +42,14 @@ function readVerified(dir: string, file: (typeof POLICY_FILES)[number], manifest
 
 /** A policy loaded from a checkpoint folder. */
 export interface LoadedPolicy {
-  backend: EmbeddedBackend;
+  /** Embedded weights, or — for a folder a Tinker backend saved (`tinker.json`) — a new model on that server loaded with them. */
+  backend: TrainingBackend;
   tokenizer: WordTokenizer;
   gpt: GPTConfig;
 }
 
 /**
- * Loads a policy saved by `savePolicy`.
+ * Loads a policy saved by `savePolicy` (a Tinker checkpoint needs its server running; the key from `TINKER_API_KEY`).
  * @throws Error naming the folder or file when it is missing or corrupt (checksums are verified by the backend)
  */
 export async function loadPolicy(dir: string): Promise<LoadedPolicy> {
@@ -63,6 +66,13 @@ export async function loadPolicy(dir: string): Promise<LoadedPolicy> {
   const gpt = readVerified(dir, "gpt.json", manifest) as GPTConfig;
   if (gpt.vocabSize !== tokenizer.vocabSize) {
     throw new Error(`checkpoint ${dir}: gpt.json vocabSize ${gpt.vocabSize} does not match tokenizer.json (${tokenizer.vocabSize} tokens)`);
+  }
+  const pointerPath = join(dir, "tinker.json");
+  if (existsSync(pointerPath)) {
+    const pointer = JSON.parse(readFileSync(pointerPath, "utf8")) as TinkerCheckpointPointer;
+    const backend = await TinkerBackend.create({ baseUrl: pointer.baseUrl, baseModel: pointer.baseModel, apiKey: process.env.TINKER_API_KEY });
+    await backend.load(dir);
+    return { backend, tokenizer, gpt };
   }
   const backend = await EmbeddedBackend.create(gpt, 0);
   await backend.load(dir);

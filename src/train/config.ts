@@ -43,8 +43,21 @@ export const EnvConfig = z
   })
   .strict();
 
+export const TinkerSection = z
+  .object({
+    baseUrl: z.string().url().default("http://127.0.0.1:8000").describe("Tinker API server root (hosted Tinker, SkyRL's Tinker server, TuFT, verl-tinker, or `arl serve trainer`)."),
+    baseModel: z.string().min(1).default("arl/init").describe("Base model to fine-tune (e.g. Qwen/Qwen3-8B; `arl serve trainer` offers arl/init and its checkpoints)."),
+    loraRank: int(1, "LoRA rank sent with create_model (hosted Tinker trains LoRA; arl serve trainer trains all weights).").default(32),
+    apiKeyEnv: z.string().default("TINKER_API_KEY").describe("Environment variable holding the API key (keys never go in config files)."),
+    timeoutMs: int(1000, "Per-request timeout (ms); failed requests are retried with back-off.").default(60000),
+    tokenizer: z.string().optional().describe("Folder with the model's tokenizer.json (+ tokenizer_config.json) for a real model; default the world's word tokenizer."),
+  })
+  .strict();
+
 export const PolicyConfig = z
   .object({
+    backend: z.enum(["embedded", "tinker"]).default("embedded").describe("Where the model math runs: `embedded` (in-process CPU GPT) or `tinker` (any Tinker-API server)."),
+    tinker: TinkerSection.default(TinkerSection.parse({})),
     dModel: int(8, "Transformer width.").default(96),
     nLayers: int(1, "Transformer blocks.").default(2),
     nHeads: int(1, "Attention heads (must divide dModel).").default(4),

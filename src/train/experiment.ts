@@ -14,7 +14,8 @@ import { RELIABLE_SOURCE, UNRELIABLE_SOURCE, buildWorld, counterfactualWorld, va
 import { BM25Index } from "../retrieval/bm25.ts";
 import { validateRewardConfig } from "../reward/compose.ts";
 import type { RolloutLimits } from "../rollout/rollout.ts";
-import { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import type { TrainingBackend } from "../policy/types.ts";
+import { createBackend } from "./backends.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer } from "../policy/tokenizer.ts";
 import { savePolicy } from "./checkpoint.ts";
@@ -115,7 +116,7 @@ export interface ExperimentSummary {
 /** Runs one evaluation and reports it on a bar. */
 export async function evalRow(
   label: string,
-  backend: EmbeddedBackend,
+  backend: TrainingBackend,
   tasks: Task[],
   mode: EvalMode,
   s: Setup,
@@ -179,8 +180,8 @@ export async function warmStartDemos(s: Setup, config: ExperimentConfig): Promis
  * Warm start: a fresh policy trained with SFT on `demos`; metrics go to `run`, the policy to
  * `run.checkpoint("sft")`.
  */
-export async function warmStart(s: Setup, config: ExperimentConfig, demos: readonly Trajectory[], run: RunDir, reporter: Reporter): Promise<EmbeddedBackend> {
-  const backend = await EmbeddedBackend.create(s.gpt, config.run.seed);
+export async function warmStart(s: Setup, config: ExperimentConfig, demos: readonly Trajectory[], run: RunDir, reporter: Reporter): Promise<TrainingBackend> {
+  const backend = await createBackend(config, s.gpt);
   const sftBar = reporter.bar("warm start (SFT)", config.sft.steps);
   await trainSft(backend, demos, {
     steps: config.sft.steps,
@@ -211,9 +212,10 @@ export interface RlRunResult {
  * monitor), and the hacking detectors (firings logged to `detectors.jsonl` and warned through the reporter).
  * Writes metrics, timings, samples and checkpoints (`step-<n>`, `final`) to `run`.
  * @param label the progress bar's label
+ * @param options `makeReference`: builds the reference policy instead of loading `referenceDir` with `createBackend`
  */
 export async function trainRl(
-  backend: EmbeddedBackend,
+  backend: TrainingBackend,
   demos: readonly Trajectory[],
   s: Setup,
   config: ExperimentConfig,
@@ -221,11 +223,11 @@ export async function trainRl(
   reporter: Reporter,
   referenceDir: string,
   label = "RL (GRPO)",
+  options: { makeReference?: () => Promise<TrainingBackend> } = {},
 ): Promise<RlRunResult> {
-  let reference: EmbeddedBackend | undefined;
+  let reference: TrainingBackend | undefined;
   if (config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl)) {
-    reference = await EmbeddedBackend.create(s.gpt, config.run.seed);
-    await reference.load(referenceDir);
+    reference = options.makeReference ? await options.makeReference() : await createBackend(config, s.gpt, referenceDir);
   }
   const rewardSpec = rewardConfigOf(config);
   const judgeOptions = rewardSpec.options?.judge;

@@ -162,7 +162,9 @@ export class EmbeddedBackend implements TrainingBackend {
     const wTotal = datums.reduce((s, d) => s + d.weights.reduce((a, b) => a + b, 0), 0);
     const tokenCount = datums.reduce((s, d) => s + d.weights.filter((w) => w !== 0).length, 0);
     let invDenom: number;
-    if ((config.normalization ?? "tokens") === "constant") {
+    if (config.normalization === "sum") {
+      invDenom = 1;
+    } else if (config.normalization === "constant") {
       if (!(config.constantLength && config.constantLength > 0)) {
         throw new Error('normalization "constant" needs a positive constantLength');
       }

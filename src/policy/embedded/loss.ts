@@ -8,7 +8,8 @@
  * - `ppo`:                  ℓ_t = −min(r_t·A_t, clip(r_t, 1−clipLow, 1+clipHigh)·A_t)
  * - with a reference policy and klCoef > 0: ℓ_t += klCoef·k3_t, k3_t = exp(ref_t − lp_t) − (ref_t − lp_t) − 1
  *   (Schulman's k3, verl `low_var_kl`).
- * Aggregate: loss = Σ_t w_t·ℓ_t · invDenom, invDenom = 1/Σw (`tokens`) or 1/(constantLength·batch) (`constant`).
+ * Aggregate: loss = Σ_t w_t·ℓ_t · invDenom, invDenom = 1/Σw (`tokens`), 1/(constantLength·batch) (`constant`) or 1
+ * (`sum`, the Tinker API's convention).
  */
 import type { LossFnName } from "../types.ts";
 import { lmHead, trunk, type GPTParams } from "./gpt.ts";

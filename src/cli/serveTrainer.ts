@@ -1,0 +1,47 @@
+/**
+ * `arl serve trainer`: the embedded backend behind the Tinker training API (see src/serve/trainer.ts). Base models:
+ * `arl/init` (fresh weights of the config's shape and seed, with the world's tokenizer) and one per `--checkpoint`
+ * folder (named `arl/<run>-<checkpoint>`, e.g. `arl/default-sft`, or `--name`).
+ */
+import { basename, dirname, resolve } from "node:path";
+import type { Command } from "commander";
+import { loadPolicy } from "../train/checkpoint.ts";
+import { SMOKE_OVERRIDES, applyOverrides, readConfigFile, resolveConfig } from "../train/config.ts";
+import { setup } from "../train/experiment.ts";
+import { listen, untilSignal } from "../serve/http.ts";
+import { trainerApp, type TrainerBaseModel } from "../serve/trainer.ts";
+import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
+
+/** The base-model name of a checkpoint folder: `runs/default/checkpoints/sft` → `arl/default-sft`. */
+export function checkpointModelName(dir: string): string {
+  const abs = resolve(dir);
+  return `arl/${basename(dirname(dirname(abs)))}-${basename(abs)}`.replace(/[^A-Za-z0-9/_.-]/g, "-");
+}
+
+/** Registers `serve trainer` under `serve`. */
+export function registerServeTrainer(serve: Command, overrides: () => Record<string, string>): void {
+  serveFlags(
+    serve
+      .command("trainer")
+      .description("The embedded backend over the Tinker training API (forward_backward, optim_step, asample, …)")
+      .option("--checkpoint <dir...>", "policy checkpoint folders to serve as base models (e.g. runs/default/checkpoints/sft)")
+      .option("--name <name...>", "base-model names for the checkpoints, in order (default arl/<run>-<checkpoint>)")
+      .option("-c, --config <file>", "config whose model shape, seed and world tokenizer make the fresh base model arl/init")
+      .option("--smoke", "the smoke preset's tiny model for arl/init")
+      .option("--dir <dir>", "folder for weights saved through the API", "runs/serve-trainer"),
+    8000,
+  ).action(async (opts: ServeFlags & { checkpoint?: string[]; name?: string[]; config?: string; smoke?: boolean; dir: string }) => {
+    let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
+    if (opts.smoke) raw = applyOverrides(raw, SMOKE_OVERRIDES);
+    const config = resolveConfig(applyOverrides(raw, overrides()));
+    const s = setup(config);
+    const bases: TrainerBaseModel[] = [{ name: "arl/init", gpt: s.gpt, tokenizer: s.tokenizer, seed: config.run.seed }];
+    for (const [i, dir] of (opts.checkpoint ?? []).entries()) {
+      const p = await loadPolicy(dir);
+      bases.push({ name: opts.name?.[i] ?? checkpointModelName(dir), gpt: p.gpt, tokenizer: p.tokenizer, checkpoint: dir, seed: config.run.seed });
+    }
+    const server = await listen(trainerApp({ ...serveOptions(opts), baseModels: bases, dir: opts.dir }), serveOptions(opts));
+    console.log(`Tinker API (embedded backend) at ${server.url}/api/v1  base models: ${bases.map((b) => b.name).join(", ")}`);
+    await untilSignal(server);
+  });
+}

@@ -1,0 +1,185 @@
+/**
+ * The Tinker training API on the wire (JSON): request and response shapes as the public Tinker SDK defines them
+ * (`tinker/types`: `Datum`, `ModelInput` with `encoded_text` chunks, `TensorData`, `ForwardBackwardInput`,
+ * `AdamParams`, `SamplingParams`, `SampleResponse`, `TryAgainResponse`, `RequestFailedResponse`) and as SkyRL's
+ * Tinker server (`skyrl-tx/tx/tinker/api.py`) accepts them. One module for both sides: the client builds these, the
+ * server (`src/serve/trainer.ts`) validates them with the zod schemas below.
+ *
+ * Loss semantics (Tinker docs, "Loss functions"): every loss is a **sum** over tokens —
+ * `cross_entropy`: Σ −wₜ·lpₜ; `importance_sampling`: Σ −rₜ·Aₜ; `ppo`: Σ −min(rₜAₜ, clip(rₜ, lo, hi)·Aₜ) with
+ * `loss_fn_config` `{clip_low_threshold, clip_high_threshold}` as absolute ratio bounds (default 0.8 / 1.2).
+ * Normalisation (per-token mean, Dr.GRPO constant) is the client's job: it pre-scales weights / advantages.
+ */
+import { z } from "zod";
+import type { Datum } from "../../core/types.ts";
+import type { LossConfig, LossFnName } from "../types.ts";
+
+/** `TensorData`: a flattened tensor. `data` `[n]`, `dtype` `int64` (token ids) or `float32`. */
+export const TensorData = z.object({
+  data: z.array(z.number()),
+  dtype: z.enum(["int64", "float32"]).optional(),
+  shape: z.array(z.number().int().nonnegative()).nullish(),
+});
+export type TensorData = z.infer<typeof TensorData>;
+
+/** One chunk of a `ModelInput`; only token chunks (`encoded_text`) are supported here (no images). */
+export const ModelInputChunk = z.object({
+  type: z.literal("encoded_text").optional(),
+  tokens: z.array(z.number().int().nonnegative()),
+});
+
+/** `ModelInput`: the input tokens as a list of chunks, concatenated. */
+export const ModelInput = z.object({ chunks: z.array(ModelInputChunk).min(1) });
+export type ModelInput = z.infer<typeof ModelInput>;
+
+/** Tinker's `Datum`: `model_input` `[seq-1]` and `loss_fn_inputs` (`target_tokens`, `weights`, `logprobs`, `advantages`, each `[seq-1]`). */
+export const WireDatum = z.object({
+  model_input: ModelInput,
+  loss_fn_inputs: z.record(z.string(), TensorData),
+});
+export type WireDatum = z.infer<typeof WireDatum>;
+
+/** The loss names the API knows (Tinker `LossFnType`, the subset every server implements). */
+export const LossFn = z.enum(["cross_entropy", "importance_sampling", "ppo"]);
+
+/** `ForwardBackwardInput`. */
+export const ForwardBackwardInput = z.object({
+  data: z.array(WireDatum).min(1),
+  loss_fn: LossFn,
+  loss_fn_config: z.record(z.string(), z.union([z.number(), z.string()])).nullish(),
+});
+export type ForwardBackwardInput = z.infer<typeof ForwardBackwardInput>;
+
+/** `POST /api/v1/forward_backward` and `/api/v1/forward` bodies. */
+export const ForwardBackwardRequest = z.object({
+  model_id: z.string().min(1),
+  forward_backward_input: ForwardBackwardInput,
+  seq_id: z.number().int().nullish(),
+});
+
+/** Tinker's `AdamParams` (+ `weight_decay`, `grad_clip_norm` as newer SDKs send them). */
+export const AdamParamsWire = z.object({
+  learning_rate: z.number().min(0).default(1e-4),
+  beta1: z.number().min(0).lt(1).default(0.9),
+  beta2: z.number().min(0).lt(1).default(0.95),
+  eps: z.number().gt(0).default(1e-12),
+  weight_decay: z.number().min(0).default(0),
+  grad_clip_norm: z.number().min(0).default(0),
+});
+export type AdamParamsWire = z.infer<typeof AdamParamsWire>;
+
+/** `POST /api/v1/optim_step` body. */
+export const OptimStepRequest = z.object({ model_id: z.string().min(1), adam_params: AdamParamsWire, seq_id: z.number().int().nullish() });
+
+/** `SamplingParams` (`stop`: strings or token ids; `top_k`/`top_p` must stay at their no-op defaults here). */
+export const SamplingParams = z.object({
+  max_tokens: z.number().int().min(1),
+  seed: z.number().int().nullish(),
+  stop: z.union([z.string(), z.array(z.string()), z.array(z.number().int().nonnegative())]).nullish(),
+  temperature: z.number().min(0).default(1),
+  top_k: z.number().int().default(-1),
+  top_p: z.number().default(1),
+});
+export type SamplingParams = z.infer<typeof SamplingParams>;
+
+/** `POST /api/v1/asample` body: a sampling session + `seq_id`, or exactly one of `base_model` / `model_path`. */
+export const SampleRequest = z
+  .object({
+    num_samples: z.number().int().min(1).max(1024).default(1),
+    prompt: ModelInput,
+    sampling_params: SamplingParams,
+    base_model: z.string().nullish(),
+    model_path: z.string().nullish(),
+    sampling_session_id: z.string().nullish(),
+    seq_id: z.number().int().nullish(),
+    prompt_logprobs: z.boolean().nullish(),
+  })
+  .refine((r) => (r.sampling_session_id ? true : (r.base_model == null) !== (r.model_path == null)), {
+    message: "give sampling_session_id (+ seq_id), or exactly one of base_model and model_path",
+  });
+
+/** One sampled sequence on the wire: `tokens`/`logprobs` `[new]` (nats), `stop_reason` `stop` | `length`. */
+export interface WireSampledSequence {
+  stop_reason: "stop" | "length";
+  tokens: number[];
+  logprobs: number[] | null;
+}
+
+/** `SampleResponse`. */
+export interface WireSampleResponse {
+  type: "sample";
+  sequences: WireSampledSequence[];
+  prompt_logprobs: null;
+}
+
+/** `ForwardBackwardOutput`: per-datum `logprobs` (and `elementwise_loss` for cross entropy), `metrics` like `loss:sum`. */
+export interface WireForwardBackwardOutput {
+  loss_fn_output_type: string;
+  loss_fn_outputs: Array<Record<string, TensorData>>;
+  metrics: Record<string, number>;
+}
+
+/** The body of `retrieve_future` while the request is still running (`TryAgainResponse`). */
+export interface WireTryAgain {
+  type: "try_again";
+  request_id: string;
+  queue_state: "active" | "paused_capacity" | "paused_rate_limit";
+}
+
+/** A failed request (`RequestFailedResponse`): `category` `user` (4xx: fix the request) or `server`. */
+export interface WireRequestFailed {
+  error: string;
+  category: "user" | "server" | "unknown";
+}
+
+/** `FutureResponse` of every asynchronous endpoint. */
+export interface WireFuture {
+  request_id: string;
+  future_id?: string;
+  status?: string;
+}
+
+/** The absolute ratio clip bounds Tinker's `ppo` takes, from our ε-style `clipLow`/`clipHigh` (default 0.2/0.2). */
+export function ppoLossConfig(config: LossConfig): Record<string, number> {
+  return { clip_low_threshold: 1 - (config.clipLow ?? 0.2), clip_high_threshold: 1 + (config.clipHigh ?? 0.2) };
+}
+
+/**
+ * Our datums → Tinker's, with the normalisation the embedded backend applies folded into the data (Tinker's losses
+ * are sums): `tokens` divides by Σ weights of the batch, `constant` by `constantLength × batch`, `sum` by 1. Cross
+ * entropy scales `weights`; the RL losses scale `advantages` (they are linear in it) and keep `weights` as the mask.
+ * @param datums `[batch]`, arrays `[seq-1]`
+ * @throws Error when `klCoef > 0` (the Tinker API has no KL term; use the KL monitor or fold KL into rewards), or
+ *   when an RL loss lacks logprobs/advantages
+ */
+export function toWireDatums(datums: readonly Datum[], lossFn: LossFnName, config: LossConfig = {}): WireDatum[] {
+  if ((config.klCoef ?? 0) > 0) {
+    throw new Error("tinker backend: the Tinker API's losses have no KL term; set rl.klCoef 0 (hack/kl_ref still monitors the KL)");
+  }
+  let scale = 1;
+  if (config.normalization === "constant") {
+    if (!(config.constantLength && config.constantLength > 0)) throw new Error('normalization "constant" needs a positive constantLength');
+    scale = 1 / (config.constantLength * datums.length);
+  } else if (config.normalization !== "sum") {
+    const total = datums.reduce((s, d) => s + d.weights.reduce((a, b) => a + b, 0), 0);
+    scale = total > 0 ? 1 / total : 0;
+  }
+  const rl = lossFn !== "cross_entropy";
+  return datums.map((d, i) => {
+    const inputs: Record<string, TensorData> = {
+      target_tokens: { data: d.targetTokens, dtype: "int64" },
+      weights: { data: rl ? d.weights : d.weights.map((w) => w * scale), dtype: "float32" },
+    };
+    if (rl) {
+      if (!d.logprobs || !d.advantages) throw new Error(`datum ${i}: loss "${lossFn}" needs logprobs and advantages`);
+      inputs.logprobs = { data: d.logprobs, dtype: "float32" };
+      inputs.advantages = { data: d.advantages.map((a) => a * scale), dtype: "float32" };
+    }
+    return { model_input: { chunks: [{ type: "encoded_text", tokens: d.modelInput }] }, loss_fn_inputs: inputs };
+  });
+}
+
+/** The input tokens of a wire datum (chunks concatenated) `[seq-1]`. */
+export function modelInputTokens(input: ModelInput): number[] {
+  return input.chunks.flatMap((c) => c.tokens);
+}

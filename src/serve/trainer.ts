@@ -1,0 +1,458 @@
+/**
+ * `arl serve trainer`: the embedded backend behind the Tinker training API, so the RL loop (or any Tinker client)
+ * trains it over HTTP exactly as it would train a model on SkyRL's Tinker server, TuFT, verl-tinker or hosted
+ * Tinker. Endpoints follow SkyRL's `skyrl-tx/tx/tinker/api.py` and the Tinker SDK's types (`src/policy/tinker/wire.ts`):
+ * sessions and heartbeats, `create_model`, `get_info`, `forward_backward`, `forward`, `optim_step`, `save_weights`,
+ * `load_weights`, `save_weights_for_sampler`, `create_sampling_session`, `asample`, `retrieve_future` (long poll,
+ * then `try_again`), `get_server_capabilities`, `healthz`.
+ *
+ * Semantics: every model is a full fine-tune of its base (a `lora_config.rank` is accepted and reported, not
+ * applied — the embedded model is small enough to train whole). Training requests of a model run one at a time in
+ * arrival order; sampling at the model's current weights uses the live engine (batched across concurrent requests),
+ * sampling at an older `sampler_weights` path loads that copy from disk. Losses are sums over tokens (Tinker's
+ * convention): the server runs the backend with `normalization: "sum"`.
+ */
+import { mkdirSync, existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import type { Datum } from "../core/types.ts";
+import { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import type { GPTConfig } from "../policy/embedded/gpt.ts";
+import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { LossConfig, SamplingClient } from "../policy/types.ts";
+import {
+  AdamParamsWire,
+  ForwardBackwardRequest,
+  OptimStepRequest,
+  SampleRequest,
+  modelInputTokens,
+  type ForwardBackwardInput,
+  type TensorData,
+  type WireForwardBackwardOutput,
+  type WireSampleResponse,
+} from "../policy/tinker/wire.ts";
+import { HttpError, createApp, parseBody, type ServeOptions } from "./http.ts";
+
+/** A base model the server can fine-tune: a policy checkpoint folder, or a fresh initialisation of a shape. */
+export interface TrainerBaseModel {
+  /** The `base_model` name clients ask for (`get_server_capabilities` lists them). */
+  name: string;
+  gpt: GPTConfig;
+  tokenizer: Tokenizer;
+  /** Checkpoint folder to load (weights + Adam state); absent = fresh weights from `seed`. */
+  checkpoint?: string;
+  /** Seed of a fresh initialisation. */
+  seed: number;
+}
+
+/** Options of the trainer server. */
+export interface TrainerServerOptions extends ServeOptions {
+  baseModels: TrainerBaseModel[];
+  /** Folder for saved weights (`<dir>/<model_id>/{weights,sampler_weights}/<name>`); default `runs/serve-trainer`. */
+  dir?: string;
+  /** How long `retrieve_future` waits for a result before answering `try_again` (ms; default 20 000). */
+  longPollMs?: number;
+}
+
+const ID = /^[A-Za-z0-9_-]{1,128}$/;
+const idField = z.string().regex(ID, "expected 1-128 characters of [A-Za-z0-9_-]");
+
+interface Future {
+  done: boolean;
+  result?: unknown;
+  error?: { error: string; category: "user" | "server" };
+  waiters: Array<() => void>;
+}
+
+interface ServedModel {
+  id: string;
+  base: TrainerBaseModel;
+  loraRank: number | null;
+  backend: EmbeddedBackend;
+  /** Bumped by every optim_step / load_weights: sampler paths remember the version they were saved at. */
+  version: number;
+  samplerVersions: Map<string, number>;
+  /** Training requests run in this chain, one at a time, in arrival order. */
+  queue: Promise<void>;
+  /** Sampling requests running on the live weights; a training request waits for them to finish. */
+  readers: Set<Promise<unknown>>;
+  writing: Promise<void> | null;
+}
+
+/**
+ * Builds the trainer app (not yet listening).
+ * @throws Error when no base model is given or two share a name
+ */
+export function trainerApp(options: TrainerServerOptions): FastifyInstance {
+  if (options.baseModels.length === 0) throw new Error("serve trainer: at least one base model (--checkpoint or --config)");
+  const bases = new Map<string, TrainerBaseModel>();
+  for (const b of options.baseModels) {
+    if (bases.has(b.name)) throw new Error(`serve trainer: two base models named ${JSON.stringify(b.name)}`);
+    bases.set(b.name, b);
+  }
+  const root = resolve(options.dir ?? join("runs", "serve-trainer"));
+  const longPollMs = options.longPollMs ?? 20_000;
+  const app = createApp(options);
+  const sessions = new Map<string, { heartbeats: number; samplingSessions: number }>();
+  const samplingSessions = new Map<string, { modelPath?: string; baseModel?: string }>();
+  const models = new Map<string, ServedModel>();
+  const futures = new Map<string, Future>();
+  const frozen = new Map<string, { key: string; backend: EmbeddedBackend }>(); // base or saved sampler weights, one cached per base name
+  let counter = 0;
+  const nextId = (prefix: string) => `${prefix}_${(++counter).toString(36).padStart(6, "0")}`;
+
+  const newBackend = async (base: TrainerBaseModel, dir = base.checkpoint): Promise<EmbeddedBackend> => {
+    const backend = await EmbeddedBackend.create(base.gpt, base.seed);
+    if (dir) await backend.load(dir);
+    return backend;
+  };
+
+  /** Starts `work` as a future and returns its id; a thrown HttpError is a user error, anything else a server error. */
+  const submit = (work: () => Promise<unknown>): { request_id: string; future_id: string; status: string } => {
+    const id = nextId("req");
+    const f: Future = { done: false, waiters: [] };
+    futures.set(id, f);
+    work().then(
+      (r) => (f.result = r),
+      (e: unknown) =>
+        (f.error = e instanceof HttpError ? { error: e.message, category: "user" } : { error: (e as Error).message, category: "server" }),
+    ).finally(() => {
+      f.done = true;
+      for (const w of f.waiters.splice(0)) w();
+    });
+    return { request_id: id, future_id: id, status: "pending" };
+  };
+
+  const model = (id: string): ServedModel => {
+    const m = models.get(id);
+    if (!m) throw new HttpError(404, `model ${JSON.stringify(id)} not found (create it with POST /api/v1/create_model)`);
+    return m;
+  };
+
+  /** Runs a training request on `m` after the ones before it, once no sampling request reads the live weights. */
+  const train = <T>(m: ServedModel, work: () => Promise<T>): Promise<T> => {
+    const run = m.queue.then(async () => {
+      while (m.readers.size > 0) await Promise.allSettled([...m.readers]);
+      const p = work();
+      m.writing = p.then(() => {}, () => {});
+      try {
+        return await p;
+      } finally {
+        m.writing = null;
+      }
+    });
+    m.queue = run.then(() => {}, () => {});
+    return run;
+  };
+
+  /** Our datum from a wire datum, checked against the model's vocabulary and context. @throws HttpError 400 */
+  const toDatum = (w: ForwardBackwardInput["data"][number], i: number, lossFn: string, gpt: GPTConfig): Datum => {
+    const modelInput = modelInputTokens(w.model_input);
+    const get = (k: string): number[] | undefined => (w.loss_fn_inputs[k] as TensorData | undefined)?.data;
+    const targets = get("target_tokens");
+    if (!targets) throw new HttpError(400, `data.${i}.loss_fn_inputs.target_tokens: required`);
+    const n = modelInput.length;
+    if (n === 0 || n > gpt.contextLength) throw new HttpError(400, `data.${i}.model_input: ${n} tokens, expected 1..${gpt.contextLength} (the model's context)`);
+    const check = (name: string, xs: number[] | undefined, required: boolean): void => {
+      if (xs === undefined) {
+        if (required) throw new HttpError(400, `data.${i}.loss_fn_inputs.${name}: required by loss ${lossFn}`);
+        return;
+      }
+      if (xs.length !== n) throw new HttpError(400, `data.${i}.loss_fn_inputs.${name}: ${xs.length} values, model_input has ${n} tokens`);
+    };
+    const rl = lossFn !== "cross_entropy";
+    check("target_tokens", targets, true);
+    check("weights", get("weights"), false);
+    check("logprobs", get("logprobs"), rl);
+    check("advantages", get("advantages"), rl);
+    for (const [name, xs] of [["model_input", modelInput], ["target_tokens", targets]] as const) {
+      const bad = xs.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= gpt.vocabSize);
+      if (bad >= 0) throw new HttpError(400, `data.${i}.${name}[${bad}]: token id ${xs[bad]} outside [0, ${gpt.vocabSize})`);
+    }
+    const advantages = get("advantages");
+    // Tinker's RL losses take no weights: a token is trained where its advantage is non-zero.
+    const weights = get("weights") ?? (rl ? advantages!.map((a) => (a !== 0 ? 1 : 0)) : targets.map(() => 1));
+    return { modelInput, targetTokens: targets, weights, logprobs: get("logprobs"), advantages };
+  };
+
+  const lossConfigOf = (input: ForwardBackwardInput): LossConfig => {
+    const c = input.loss_fn_config ?? {};
+    const num = (k: string, d: number): number => {
+      const v = c[k];
+      if (v === undefined) return d;
+      if (typeof v !== "number") throw new HttpError(400, `loss_fn_config.${k}: expected a number, got ${JSON.stringify(v)}`);
+      return v;
+    };
+    for (const k of Object.keys(c)) {
+      if (!["clip_low_threshold", "clip_high_threshold"].includes(k)) {
+        throw new HttpError(400, `loss_fn_config.${k}: unknown key (allowed: clip_low_threshold, clip_high_threshold for ppo)`);
+      }
+    }
+    const lo = num("clip_low_threshold", 0.8);
+    const hi = num("clip_high_threshold", 1.2);
+    if (!(lo <= 1 && hi >= 1)) throw new HttpError(400, `loss_fn_config: expected clip_low_threshold ≤ 1 ≤ clip_high_threshold, got ${lo}, ${hi}`);
+    return { clipLow: 1 - lo, clipHigh: hi - 1, normalization: "sum" };
+  };
+
+  const tensor = (data: number[]): TensorData => ({ data, dtype: "float32", shape: [data.length] });
+
+  // ---- health, capabilities, sessions ----
+  app.get("/api/v1/healthz", async () => ({ status: "ok" }));
+  app.get("/api/v1/get_server_capabilities", async () => ({
+    supported_models: [...bases.keys()].map((model_name) => ({ model_name })),
+  }));
+  app.post("/api/v1/create_session", async (req) => {
+    parseBody(z.object({ tags: z.array(z.string()).default([]), sdk_version: z.string().default("unknown") }).passthrough(), req.body ?? {});
+    const session_id = nextId("session");
+    sessions.set(session_id, { heartbeats: 0, samplingSessions: 0 });
+    return { type: "create_session", session_id, info_message: null, warning_message: null, error_message: null };
+  });
+  app.post("/api/v1/session_heartbeat", async (req) => {
+    const { session_id } = parseBody(z.object({ session_id: z.string() }).passthrough(), req.body);
+    const s = sessions.get(session_id);
+    if (!s) throw new HttpError(404, `session ${JSON.stringify(session_id)} not found`);
+    s.heartbeats++;
+    return { type: "session_heartbeat" };
+  });
+  app.post("/api/v1/telemetry", async () => ({ status: "accepted" }));
+
+  // ---- models ----
+  app.post("/api/v1/create_model", async (req) => {
+    const body = parseBody(
+      z.object({
+        base_model: z.string(),
+        lora_config: z.object({ rank: z.number().int().min(1) }).passthrough().nullish(),
+        session_id: z.string().nullish(),
+      }).passthrough(),
+      req.body,
+    );
+    const base = bases.get(body.base_model);
+    if (!base) throw new HttpError(400, `base_model: unknown ${JSON.stringify(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
+    const id = nextId("model");
+    const backend = await newBackend(base);
+    models.set(id, {
+      id, base, loraRank: body.lora_config?.rank ?? null, backend, version: 0, samplerVersions: new Map(),
+      queue: Promise.resolve(), readers: new Set(), writing: null,
+    });
+    const f = submit(async () => ({ type: "create_model", model_id: id }));
+    return { ...f, model_id: id, base_model: base.name, lora_config: body.lora_config ?? null, status: "created" };
+  });
+  app.post("/api/v1/get_info", async (req) => {
+    const { model_id } = parseBody(z.object({ model_id: z.string() }).passthrough(), req.body);
+    const m = model(model_id);
+    return {
+      type: "get_info",
+      model_id,
+      status: "ready",
+      model_data: { base_model: m.base.name, model_name: m.base.name, lora_config: m.loraRank ? { rank: m.loraRank } : null, arch: "gpt", vocab_size: m.base.gpt.vocabSize, context_length: m.base.gpt.contextLength },
+      is_lora: false,
+    };
+  });
+
+  // ---- training ----
+  const forward = (withBackward: boolean) => async (req: { body: unknown }) => {
+    const body = parseBody(ForwardBackwardRequest, req.body);
+    const m = model(body.model_id);
+    const input = body.forward_backward_input;
+    const datums = input.data.map((d, i) => toDatum(d, i, input.loss_fn, m.base.gpt));
+    const config = lossConfigOf(input);
+    return submit(() =>
+      train(m, async (): Promise<WireForwardBackwardOutput> => {
+        if (!withBackward) {
+          const lps = await m.backend.computeLogprobs(datums);
+          return { loss_fn_output_type: "ArrayRecord", loss_fn_outputs: lps.map((lp) => ({ logprobs: tensor(lp) })), metrics: {} };
+        }
+        const r = await m.backend.forwardBackward(datums, input.loss_fn, config);
+        const metrics: Record<string, number> = { "loss:sum": r.loss };
+        for (const [k, v] of Object.entries(r.metrics)) metrics[k === "tokens" ? "tokens:sum" : `${k}:mean`] = v;
+        return {
+          loss_fn_output_type: "ArrayRecord",
+          loss_fn_outputs: r.logprobs.map((lp, i) => {
+            const out: Record<string, TensorData> = { logprobs: tensor(lp) };
+            if (input.loss_fn === "cross_entropy") out.elementwise_loss = tensor(lp.map((x, t) => -x * datums[i].weights[t]));
+            return out;
+          }),
+          metrics,
+        };
+      }),
+    );
+  };
+  app.post("/api/v1/forward_backward", forward(true));
+  app.post("/api/v1/forward", forward(false));
+  app.post("/api/v1/optim_step", async (req) => {
+    const body = parseBody(OptimStepRequest, req.body);
+    const m = model(body.model_id);
+    const a: AdamParamsWire = body.adam_params;
+    return submit(() =>
+      train(m, async () => {
+        const metrics = await m.backend.optimStep({
+          learningRate: a.learning_rate, beta1: a.beta1, beta2: a.beta2, eps: a.eps, weightDecay: a.weight_decay, gradClip: a.grad_clip_norm,
+        });
+        m.version++;
+        return { type: "optim_step", metrics };
+      }),
+    );
+  });
+
+  // ---- weights ----
+  const weightsDir = (modelId: string, kind: "weights" | "sampler_weights", name: string) => join(root, modelId, kind, name);
+  const saveBody = z.object({ model_id: z.string(), path: idField }).passthrough();
+  const saveWeights = (kind: "weights" | "sampler_weights") => async (req: { body: unknown }) => {
+    const body = parseBody(saveBody, req.body);
+    const m = model(body.model_id);
+    if (!ID.test(m.id)) throw new HttpError(400, "model_id: invalid");
+    return submit(() =>
+      train(m, async () => {
+        const dir = weightsDir(m.id, kind, body.path);
+        mkdirSync(dir, { recursive: true });
+        await m.backend.save(dir);
+        if (kind === "sampler_weights") m.samplerVersions.set(body.path, m.version);
+        const path = `tinker://${m.id}/${kind}/${body.path}`;
+        return kind === "weights" ? { type: "save_weights", path } : { type: "save_weights_for_sampler", path };
+      }),
+    );
+  };
+  app.post("/api/v1/save_weights", saveWeights("weights"));
+  app.post("/api/v1/save_weights_for_sampler", saveWeights("sampler_weights"));
+
+  /** `tinker://<model_id>/<kind>/<name>` → its parts. @throws HttpError 400 on another form or unsafe names */
+  const parsePath = (path: string, field: string): { modelId: string; kind: string; name: string } => {
+    const m = /^tinker:\/\/([^/]+)\/(?:(weights|sampler_weights)\/)?([^/]+)$/.exec(path);
+    if (!m || !ID.test(m[1]) || !ID.test(m[3])) {
+      throw new HttpError(400, `${field}: expected tinker://<model_id>/weights/<name> or tinker://<model_id>/sampler_weights/<name>, got ${JSON.stringify(path)}`);
+    }
+    return { modelId: m[1], kind: m[2] ?? "sampler_weights", name: m[3] };
+  };
+  app.post("/api/v1/load_weights", async (req) => {
+    const body = parseBody(z.object({ model_id: z.string(), path: z.string() }).passthrough(), req.body);
+    const m = model(body.model_id);
+    const p = parsePath(body.path, "path");
+    const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
+    if (!existsSync(dir)) throw new HttpError(404, `path: no saved weights at ${body.path}`);
+    return submit(() =>
+      train(m, async () => {
+        await m.backend.load(dir);
+        m.version++;
+        return { type: "load_weights", path: body.path };
+      }),
+    );
+  });
+
+  // ---- sampling ----
+  app.post("/api/v1/create_sampling_session", async (req) => {
+    const body = parseBody(
+      z.object({ session_id: z.string(), sampling_session_seq_id: z.number().int().default(0), base_model: z.string().nullish(), model_path: z.string().nullish() }).passthrough(),
+      req.body,
+    );
+    if (!sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
+    if ((body.base_model == null) === (body.model_path == null)) throw new HttpError(400, "give exactly one of base_model and model_path");
+    const sampling_session_id = nextId("sampling");
+    samplingSessions.set(sampling_session_id, { modelPath: body.model_path ?? undefined, baseModel: body.base_model ?? undefined });
+    return { type: "create_sampling_session", sampling_session_id };
+  });
+
+  /** The engine that samples at a path or base model, and the tokenizer/shape it runs. */
+  const samplerFor = async (
+    target: { modelPath?: string; baseModel?: string },
+  ): Promise<{ client: SamplingClient; base: TrainerBaseModel; live?: ServedModel }> => {
+    if (target.baseModel !== undefined) {
+      const base = bases.get(target.baseModel);
+      if (!base) throw new HttpError(400, `base_model: unknown ${JSON.stringify(target.baseModel)} (this server has: ${[...bases.keys()].join(", ")})`);
+      return { client: await frozenBackend(base, `base:${base.name}`, base.checkpoint), base };
+    }
+    const p = parsePath(target.modelPath!, "model_path");
+    const m = model(p.modelId);
+    if (p.kind === "sampler_weights" && m.samplerVersions.get(p.name) === m.version) return { client: m.backend.samplingClient(), base: m.base, live: m };
+    const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
+    if (!existsSync(dir)) throw new HttpError(404, `model_path: no saved weights at ${target.modelPath}`);
+    return { client: await frozenBackend(m.base, `${p.kind}:${p.modelId}/${p.name}`, dir), base: m.base };
+  };
+  const frozenBackend = async (base: TrainerBaseModel, key: string, dir: string | undefined): Promise<SamplingClient> => {
+    const cached = frozen.get(base.name);
+    if (cached?.key === key) return cached.backend.samplingClient();
+    const backend = await newBackend(base, dir);
+    frozen.set(base.name, { key, backend });
+    return backend.samplingClient();
+  };
+
+  app.post("/api/v1/asample", async (req) => {
+    const body = parseBody(SampleRequest, req.body);
+    let target: { modelPath?: string; baseModel?: string };
+    if (body.sampling_session_id) {
+      const s = samplingSessions.get(body.sampling_session_id);
+      if (!s) throw new HttpError(404, `sampling session ${JSON.stringify(body.sampling_session_id)} not found`);
+      target = s;
+    } else {
+      target = { modelPath: body.model_path ?? undefined, baseModel: body.base_model ?? undefined };
+    }
+    const sp = body.sampling_params;
+    if (sp.top_k !== -1 || sp.top_p !== 1) throw new HttpError(400, "sampling_params: top_k and top_p are not supported by this server (leave -1 / 1)");
+    const { client, base, live } = await samplerFor(target);
+    const prompt = modelInputTokens(body.prompt);
+    const bad = prompt.findIndex((t) => t >= base.gpt.vocabSize);
+    if (bad >= 0) throw new HttpError(400, `prompt[${bad}]: token id ${prompt[bad]} outside [0, ${base.gpt.vocabSize})`);
+    if (prompt.length + 1 > base.gpt.contextLength) throw new HttpError(400, `prompt: ${prompt.length} tokens leave no room in the ${base.gpt.contextLength}-token context`);
+    const stops = sp.stop == null ? [] : typeof sp.stop === "string" ? [sp.stop] : sp.stop;
+    const stop = stops.map((s) => {
+      if (typeof s === "number") return s;
+      try {
+        return base.tokenizer.id(s);
+      } catch {
+        throw new HttpError(400, `sampling_params.stop: ${JSON.stringify(s)} is not a single token of this model (give token ids or single-token strings)`);
+      }
+    });
+    const run = async (): Promise<WireSampleResponse> => {
+      const seqs = await client.sample(prompt, {
+        n: body.num_samples,
+        maxTokens: Math.min(sp.max_tokens, base.gpt.contextLength - prompt.length),
+        temperature: sp.temperature,
+        stop,
+        seed: sp.seed ?? Math.floor(Math.random() * 2 ** 31),
+      });
+      return {
+        type: "sample",
+        sequences: seqs.map((s) => ({ tokens: s.tokens, logprobs: s.logprobs, stop_reason: s.stopReason === "stop" ? "stop" : "length" })),
+        prompt_logprobs: null,
+      };
+    };
+    if (!live) return submit(run);
+    const m = live;
+    return submit(async () => {
+      if (m.writing) await m.writing;
+      const p = run();
+      m.readers.add(p);
+      try {
+        return await p;
+      } finally {
+        m.readers.delete(p);
+      }
+    });
+  });
+
+  // ---- futures ----
+  app.post("/api/v1/retrieve_future", async (req, reply) => {
+    const { request_id } = parseBody(z.object({ request_id: z.string() }).passthrough(), req.body);
+    const f = futures.get(request_id);
+    if (!f) throw new HttpError(404, `future ${JSON.stringify(request_id)} not found`);
+    if (!f.done) {
+      await new Promise<void>((res) => {
+        const timer = setTimeout(res, longPollMs);
+        f.waiters.push(() => {
+          clearTimeout(timer);
+          res();
+        });
+      });
+    }
+    if (!f.done) return { type: "try_again", request_id, queue_state: "active" };
+    // A retrieved result is kept a minute (a client may retry a lost response), then dropped.
+    setTimeout(() => futures.delete(request_id), 60_000).unref();
+    if (f.error) return reply.code(f.error.category === "user" ? 400 : 500).send(f.error);
+    return f.result;
+  });
+
+  app.addHook("onClose", async () => {
+    for (const m of models.values()) await m.queue;
+  });
+  return app;
+}
