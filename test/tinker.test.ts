@@ -163,9 +163,9 @@ describe("the trainer server's API", () => {
     expect(traversal.json.error).toMatch(/path: expected 1-128 characters/);
     expect((await post("load_weights", { model_id, path: "tinker://../weights/x" })).status).toBe(400);
     expect((await post("retrieve_future", { request_id: "req_nope" })).status).toBe(404);
-    const stop = await post("asample", { base_model: "arl/init", prompt: { chunks: [{ tokens: [2] }] }, sampling_params: { max_tokens: 3, stop: ["no such token"] } });
+    const stop = await post("asample", { base_model: "arl/init", prompt: { chunks: [{ tokens: [2] }] }, sampling_params: { max_tokens: 3, stop: [""] } });
     expect(stop.status).toBe(400);
-    expect(stop.json.error).toMatch(/not a single token of this model/);
+    expect(stop.json.error).toMatch(/sampling_params.stop: empty string/);
     const neither = await post("asample", { prompt: { chunks: [{ tokens: [2] }] }, sampling_params: { max_tokens: 3 } });
     expect(neither.status).toBe(400);
     expect(neither.json.error).toMatch(/exactly one of base_model and model_path/);
@@ -233,4 +233,35 @@ describe("TinkerClient", () => {
       await srv.close();
     }
   });
+});
+
+describe("arl train's whole experiment on a Tinker server with a real-model tokenizer", () => {
+  it("warm-starts, evaluates and trains over HTTP with a byte-level BPE chat tokenizer and stop strings", async () => {
+    const { runExperiment } = await import("../src/train/experiment.ts");
+    const { HfTokenizer } = await import("../src/policy/hf/tokenizer.ts");
+    const { loadPolicy } = await import("../src/train/checkpoint.ts");
+    const tokDir = join(import.meta.dirname, "fixtures", "tiny-chatml");
+    const base = resolveConfig(applyOverrides({}, {
+      ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "bpe", "policy.contextLength": "384", "rl.steps": "1",
+      "policy.backend": "tinker", "policy.tinker.tokenizer": tokDir, "policy.tinker.baseModel": "arl/init",
+    }));
+    const sb = setup(base);
+    expect(sb.tokenizer).toBeInstanceOf(HfTokenizer);
+    const srv = await listen(trainerApp({ baseModels: [{ name: "arl/init", gpt: sb.gpt, tokenizer: sb.tokenizer, seed: 0 }], dir: join(root, "served-bpe") }));
+    try {
+      const config = { ...base, policy: { ...base.policy, tinker: { ...base.policy.tinker, baseUrl: srv.url } } };
+      const summary = await runExperiment(config, silentReporter, { overwrite: true });
+      expect(summary.rows.map((r) => r.policy)).toEqual(["Direct", "RAG", "Warm start (SFT)", "RL (GRPO)"]);
+      for (const r of summary.rows) expect(r.result.all.n).toBe(8);
+      // Prompts went through the chat template; the checkpoint keeps the tokenizer and its template.
+      const sample = JSON.parse(readFileSync(join(root, "bpe", "samples", "step-0.jsonl"), "utf8").split("\n")[0]) as { tokens?: number[]; text?: string };
+      expect(JSON.stringify(sample)).toContain("<|im_start|>");
+      const p = await loadPolicy(join(root, "bpe", "checkpoints", "final"));
+      expect(p.tokenizer).toBeInstanceOf(HfTokenizer);
+      expect(p.tokenizer.promptTokens("hi")).toEqual(sb.tokenizer.promptTokens("hi"));
+      (p.backend as TinkerBackend).close();
+    } finally {
+      await srv.close();
+    }
+  }, 240_000);
 });

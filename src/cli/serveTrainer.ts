@@ -28,11 +28,13 @@ export function registerServeTrainer(serve: Command, overrides: () => Record<str
       .option("--name <name...>", "base-model names for the checkpoints, in order (default arl/<run>-<checkpoint>)")
       .option("-c, --config <file>", "config whose model shape, seed and world tokenizer make the fresh base model arl/init")
       .option("--smoke", "the smoke preset's tiny model for arl/init")
+      .option("--tokenizer <dir>", "a model folder (tokenizer.json + tokenizer_config.json) whose vocabulary arl/init uses instead of the world's words")
       .option("--dir <dir>", "folder for weights saved through the API", "runs/serve-trainer"),
     8000,
-  ).action(async (opts: ServeFlags & { checkpoint?: string[]; name?: string[]; config?: string; smoke?: boolean; dir: string }) => {
+  ).action(async (opts: ServeFlags & { checkpoint?: string[]; name?: string[]; config?: string; smoke?: boolean; tokenizer?: string; dir: string }) => {
     let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
     if (opts.smoke) raw = applyOverrides(raw, SMOKE_OVERRIDES);
+    if (opts.tokenizer) raw = applyOverrides(raw, { "policy.backend": "tinker", "policy.tinker.tokenizer": opts.tokenizer });
     const config = resolveConfig(applyOverrides(raw, overrides()));
     const s = setup(config);
     const bases: TrainerBaseModel[] = [{ name: "arl/init", gpt: s.gpt, tokenizer: s.tokenizer, seed: config.run.seed }];

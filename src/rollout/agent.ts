@@ -51,6 +51,8 @@ export interface PolicyAgentOptions {
   maxTokensPerTurn: number;
   /** Token ids that end a turn (e.g. `</search>`, `</answer>`). */
   stop: number[];
+  /** Strings that end a turn where a tag is several tokens (real BPE tokenizers; see `protocolStops`). */
+  stopStrings?: string[];
   /** Optional forced text per turn (baselines); `undefined` = sample freely. */
   forced?: (ctx: TurnContext) => ForcedText | undefined;
 }
@@ -77,6 +79,7 @@ export class PolicyAgent implements TurnGenerator {
       maxTokens,
       temperature: this.options.temperature,
       stop: this.options.stop,
+      stopStrings: this.options.stopStrings,
       seed: ctx.seed,
     });
     let stopReason = sample.stopReason;
@@ -88,6 +91,31 @@ export class PolicyAgent implements TurnGenerator {
       stopReason,
     };
   }
+}
+
+/**
+ * The stop conditions of a Search-R1 turn (`</search>`, `</answer>`) for a tokenizer: tags that are one token become
+ * stop ids; tags that are several tokens (Qwen's BPE) become stop strings, with every tag then given as a string,
+ * since Tinker's `SamplingParams.stop` takes strings or ids, not both. End-of-turn ids (`eosTokenIds`, e.g.
+ * `<|im_end|>`) are stop ids too.
+ * @returns `stop` token ids and `stopStrings` (empty when every tag is a single token)
+ */
+export function protocolStops(
+  tokenizer: Tokenizer & { singleTokenId?: (s: string) => number | undefined; eosTokenIds?: readonly number[] },
+  tags: readonly string[] = ["</search>", "</answer>"],
+): { stop: number[]; stopStrings: string[] } {
+  const single = (t: string): number | undefined => {
+    if (tokenizer.singleTokenId) return tokenizer.singleTokenId(t);
+    try {
+      return tokenizer.id(t);
+    } catch {
+      return undefined;
+    }
+  };
+  const ids = tags.map(single);
+  const eos = [...(tokenizer.eosTokenIds ?? [])];
+  if (ids.every((id) => id !== undefined)) return { stop: [...(ids as number[]), ...eos], stopStrings: [] };
+  return { stop: eos, stopStrings: [...tags] };
 }
 
 /**

@@ -394,14 +394,19 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     if (bad >= 0) throw new HttpError(400, `prompt[${bad}]: token id ${prompt[bad]} outside [0, ${base.gpt.vocabSize})`);
     if (prompt.length + 1 > base.gpt.contextLength) throw new HttpError(400, `prompt: ${prompt.length} tokens leave no room in the ${base.gpt.contextLength}-token context`);
     const stops = sp.stop == null ? [] : typeof sp.stop === "string" ? [sp.stop] : sp.stop;
-    const stop = stops.map((s) => {
-      if (typeof s === "number") return s;
-      try {
-        return base.tokenizer.id(s);
-      } catch {
-        throw new HttpError(400, `sampling_params.stop: ${JSON.stringify(s)} is not a single token of this model (give token ids or single-token strings)`);
+    // Single-token stops end decoding in the engine; longer stop strings (a tag split by a BPE tokenizer) are found
+    // in the decoded text afterwards and the sequence is cut after the token that completes one (vLLM's rule).
+    const stop: number[] = [];
+    const stopStrings: string[] = [];
+    for (const x of stops) {
+      if (typeof x === "number") stop.push(x);
+      else if (x === "") throw new HttpError(400, "sampling_params.stop: empty string");
+      else {
+        const single = singleToken(base.tokenizer, x);
+        if (single === undefined) stopStrings.push(x);
+        else stop.push(single);
       }
-    });
+    }
     const run = async (): Promise<WireSampleResponse> => {
       const seqs = await client.sample(prompt, {
         n: body.num_samples,
@@ -412,7 +417,11 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       });
       return {
         type: "sample",
-        sequences: seqs.map((s) => ({ tokens: s.tokens, logprobs: s.logprobs, stop_reason: s.stopReason === "stop" ? "stop" : "length" })),
+        sequences: seqs.map((q) => {
+          const cut = stopStrings.length > 0 && q.stopReason !== "stop" ? firstStop(base.tokenizer, q.tokens, stopStrings) : -1;
+          if (cut >= 0) return { tokens: q.tokens.slice(0, cut + 1), logprobs: q.logprobs.slice(0, cut + 1), stop_reason: "stop" as const };
+          return { tokens: q.tokens, logprobs: q.logprobs, stop_reason: q.stopReason === "stop" ? ("stop" as const) : ("length" as const) };
+        }),
         prompt_logprobs: null,
       };
     };
@@ -455,4 +464,23 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     for (const m of models.values()) await m.queue;
   });
   return app;
+}
+
+/** The id of `text` when it is exactly one token of `tokenizer`, else undefined. */
+function singleToken(tokenizer: Tokenizer, text: string): number | undefined {
+  try {
+    return tokenizer.id(text);
+  } catch {
+    const ids = tokenizer.encode(text);
+    return ids.length === 1 && tokenizer.decode(ids) === text ? ids[0] : undefined;
+  }
+}
+
+/** Index of the first token after which the decoded text contains one of `stops`, or -1. `tokens` `[new]`. */
+export function firstStop(tokenizer: Tokenizer, tokens: readonly number[], stops: readonly string[]): number {
+  for (let i = 0; i < tokens.length; i++) {
+    const text = tokenizer.decode(tokens.slice(0, i + 1));
+    if (stops.some((x) => text.includes(x))) return i;
+  }
+  return -1;
 }

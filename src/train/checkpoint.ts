@@ -11,15 +11,22 @@ import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import { TinkerBackend, type TinkerCheckpointPointer } from "../policy/tinker/backend.ts";
 import type { TrainingBackend } from "../policy/types.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
-import { WordTokenizer, type TokenizerJson } from "../policy/tokenizer.ts";
+import { WordTokenizer, type Tokenizer, type TokenizerJson } from "../policy/tokenizer.ts";
+import { HfTokenizer } from "../policy/hf/tokenizer.ts";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 /** The files `savePolicy` adds beside the backend's own (which has its own manifest). */
 const POLICY_FILES = ["tokenizer.json", "gpt.json"] as const;
 
 /** Saves backend state + tokenizer + model shape under `dir`, with sha256 checksums in `policy-manifest.json`. */
-export async function savePolicy(dir: string, backend: TrainingBackend, tokenizer: WordTokenizer, gpt: GPTConfig): Promise<void> {
+export async function savePolicy(dir: string, backend: TrainingBackend, tokenizer: Tokenizer, gpt: GPTConfig): Promise<void> {
   await backend.save(dir);
+  if (tokenizer instanceof HfTokenizer) {
+    // A real model's tokenizer: keep its chat template and generation config beside tokenizer.json.
+    for (const f of ["tokenizer_config.json", "chat_template.jinja", "generation_config.json"]) {
+      if (existsSync(join(tokenizer.sourceDir, f))) writeFileAtomic(join(dir, f), readFileSync(join(tokenizer.sourceDir, f), "utf8"));
+    }
+  }
   const texts = { "tokenizer.json": JSON.stringify(tokenizer.toJSON()), "gpt.json": JSON.stringify(gpt) };
   for (const f of POLICY_FILES) writeFileAtomic(join(dir, f), texts[f]);
   writeFileAtomic(join(dir, "policy-manifest.json"), JSON.stringify(Object.fromEntries(POLICY_FILES.map((f) => [f, sha256(texts[f])]))));
@@ -42,9 +49,10 @@ function readVerified(dir: string, file: (typeof POLICY_FILES)[number], manifest
 
 /** A policy loaded from a checkpoint folder. */
 export interface LoadedPolicy {
+  /** The world's word tokenizer, or a real model's (a checkpoint of a Tinker run with `policy.tinker.tokenizer`). */
+  tokenizer: Tokenizer;
   /** Embedded weights, or — for a folder a Tinker backend saved (`tinker.json`) — a new model on that server loaded with them. */
   backend: TrainingBackend;
-  tokenizer: WordTokenizer;
   gpt: GPTConfig;
 }
 
@@ -62,7 +70,9 @@ export async function loadPolicy(dir: string): Promise<LoadedPolicy> {
   } catch (e) {
     throw new Error(`checkpoint ${dir}: policy-manifest.json is not valid JSON (${(e as Error).message})`);
   }
-  const tokenizer = new WordTokenizer(readVerified(dir, "tokenizer.json", manifest) as TokenizerJson);
+  const tokJson = readVerified(dir, "tokenizer.json", manifest) as TokenizerJson;
+  // The world's word-level vocabulary, or a real model's tokenizer saved by a Tinker run (with its config files).
+  const tokenizer: Tokenizer = tokJson.model?.type === "WordPiece" && "<bos>" in (tokJson.model.vocab ?? {}) ? new WordTokenizer(tokJson) : HfTokenizer.fromDir(dir);
   const gpt = readVerified(dir, "gpt.json", manifest) as GPTConfig;
   if (gpt.vocabSize !== tokenizer.vocabSize) {
     throw new Error(`checkpoint ${dir}: gpt.json vocabSize ${gpt.vocabSize} does not match tokenizer.json (${tokenizer.vocabSize} tokens)`);

@@ -17,7 +17,8 @@ import type { RolloutLimits } from "../rollout/rollout.ts";
 import type { TrainingBackend } from "../policy/types.ts";
 import { createBackend } from "./backends.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
-import { WordTokenizer } from "../policy/tokenizer.ts";
+import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
+import { loadTokenizer } from "../policy/hf/index.ts";
 import { savePolicy } from "./checkpoint.ts";
 import { ConfigError, rewardConfigOf, type ExperimentConfig } from "./config.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
@@ -48,7 +49,8 @@ export const silentReporter: Reporter = {
 export interface Setup {
   world: World;
   index: BM25Index;
-  tokenizer: WordTokenizer;
+  /** The world's word tokenizer, or a real model's (`policy.tinker.tokenizer`). */
+  tokenizer: Tokenizer;
   makeEnv: EnvFactory;
   limits: RolloutLimits;
   gpt: GPTConfig;
@@ -72,17 +74,22 @@ export function checkReward(config: ExperimentConfig): void {
   }
 }
 
-/** Builds the world, its BM25 index, the word-level tokenizer and the env factory from a config. */
+/**
+ * Builds the world, its BM25 index, the tokenizer (the world's word-level one, or `policy.tinker.tokenizer`'s) and
+ * the env factory from a config. @throws ConfigError on a bad reward; Error naming the file on a bad tokenizer folder
+ */
 export function setup(config: ExperimentConfig): Setup {
   checkReward(config);
   const world = buildWorld({ seed: config.run.seed, ...config.env.world });
   const { index, makeEnv } = searchEnvFor(world.passages, config);
-  const tokenizer = WordTokenizer.fromTexts([
+  const tokenizer: Tokenizer = config.policy.backend === "tinker" && config.policy.tinker.tokenizer
+    ? loadTokenizer(config.policy.tinker.tokenizer) // a real model's: its chat template renders the first prompt
+    : WordTokenizer.fromTexts([
     ...worldTexts(world),
     "question : Doc ( Title : ) error tool search : My previous action is invalid . If I want to search , I should put the query between and . If I want to give the final answer , I should put the answer between and . Let me try again . country facts area unknown",
     // Source names appear only in noisy worlds (kept out otherwise so the default vocabulary is unchanged).
     ...(config.env.world.noiseFraction > 0 ? [`source ${RELIABLE_SOURCE} ${UNRELIABLE_SOURCE}`] : []),
-  ]);
+      ]);
   const limits: RolloutLimits = {
     contextLength: config.policy.contextLength,
     maxObservationTokens: config.env.maxObservationTokens,

@@ -11,7 +11,7 @@ import { assertTrajectory, trajectoryToDatum } from "../algo/datum.ts";
 import { rewardGroups } from "../reward/compose.ts";
 import { hackingMetrics, referenceKl } from "../reward/detectors.ts";
 import type { Judge } from "../reward/types.ts";
-import { PolicyAgent } from "../rollout/agent.ts";
+import { PolicyAgent, protocolStops } from "../rollout/agent.ts";
 import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { LossConfig, TrainingBackend } from "../policy/types.ts";
@@ -67,7 +67,7 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   const agent = new PolicyAgent(backend.samplingClient(), tokenizer, {
     temperature: rl.temperature,
     maxTokensPerTurn: rl.maxTokensPerTurn,
-    stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
+    ...protocolStops(tokenizer),
   });
   const groups = await rolloutGroups(tasks, ctx.makeEnv, agent, tokenizer, ctx.limits, {
     groupSize: rl.groupSize,

@@ -256,6 +256,11 @@ export class HfTokenizer implements Tokenizer {
     return new HfTokenizer(json, config, dir, options, templateFile, generationConfig);
   }
 
+  /** The folder the tokenizer files were read from (checkpoints copy its optional files next to `tokenizer.json`). */
+  get sourceDir(): string {
+    return this.source;
+  }
+
   /** Whether the folder has a chat template (the named one, or `"default"`). */
   get hasChatTemplate(): boolean {
     return this.templates.size > 0;
