@@ -265,3 +265,23 @@ describe("arl train's whole experiment on a Tinker server with a real-model toke
     }
   }, 240_000);
 });
+
+describe("stop strings for multi-token tags", () => {
+  it("are given as strings for a BPE tokenizer, and samples a server did not stop are cut after the tag", async () => {
+    const { HfTokenizer } = await import("../src/policy/hf/tokenizer.ts");
+    const { PolicyAgent, protocolStops } = await import("../src/rollout/agent.ts");
+    const tok = HfTokenizer.fromDir(join(import.meta.dirname, "fixtures", "tiny-chatml"));
+    const stops = protocolStops(tok);
+    expect(stops.stopStrings).toEqual(["</search>", "</answer>"]);
+    expect(stops.stop).toEqual([...tok.eosTokenIds]);
+    expect(protocolStops(s.tokenizer)).toEqual({ stop: [s.tokenizer.id("</search>"), s.tokenizer.id("</answer>")], stopStrings: [] });
+    const text = "<search> capital of peru </search> and more words";
+    const ids = tok.encode(text);
+    const ignoring = { sample: async () => [{ tokens: ids, logprobs: ids.map(() => -0.5), stopReason: "length" as const }] };
+    const agent = new PolicyAgent(ignoring, tok, { temperature: 1, maxTokensPerTurn: 64, ...stops });
+    const turn = await agent.generate([1, 2], { task: { id: "t", question: "q", answers: ["a"] }, turnIndex: 0, history: [], seed: 1, budget: 100 });
+    expect(tok.decode(turn.tokens).endsWith("</search>")).toBe(true);
+    expect(turn.stopReason).toBe("stop");
+    expect(turn.logprobs).toHaveLength(turn.tokens.length);
+  });
+});

@@ -74,7 +74,7 @@ export class PolicyAgent implements TurnGenerator {
       return { tokens: forcedTokens, lossMask: zeros(), logprobs: zeros(), stopReason };
     }
     const maxTokens = Math.min(this.options.maxTokensPerTurn, ctx.budget - forcedTokens.length);
-    const [sample] = await this.sampler.sample(context.concat(forcedTokens), {
+    let [sample] = await this.sampler.sample(context.concat(forcedTokens), {
       n: 1,
       maxTokens,
       temperature: this.options.temperature,
@@ -82,6 +82,9 @@ export class PolicyAgent implements TurnGenerator {
       stopStrings: this.options.stopStrings,
       seed: ctx.seed,
     });
+    // A server that ignored the stop strings (some Tinker servers take stop ids only) sampled past them: cut there.
+    const cut = this.options.stopStrings?.length && sample.stopReason !== "stop" ? firstStop(this.tokenizer, sample.tokens, this.options.stopStrings) : -1;
+    if (cut >= 0) sample = { tokens: sample.tokens.slice(0, cut + 1), logprobs: sample.logprobs.slice(0, cut + 1), stopReason: "stop" };
     let stopReason = sample.stopReason;
     if (stopReason === "length" && maxTokens < this.options.maxTokensPerTurn) stopReason = "context";
     return {
@@ -91,6 +94,16 @@ export class PolicyAgent implements TurnGenerator {
       stopReason,
     };
   }
+}
+
+/** Index of the first token after which the decoded text contains one of `stops`, or -1 (vLLM's stop-string rule: the
+ * sequence is cut after the token that completes the string). `tokens` `[new]`. */
+export function firstStop(tokenizer: Tokenizer, tokens: readonly number[], stops: readonly string[]): number {
+  for (let i = 0; i < tokens.length; i++) {
+    const text = tokenizer.decode(tokens.slice(0, i + 1));
+    if (stops.some((x) => text.includes(x))) return i;
+  }
+  return -1;
 }
 
 /**

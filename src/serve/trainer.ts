@@ -20,6 +20,7 @@ import type { Datum } from "../core/types.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
+import { firstStop } from "../rollout/agent.ts";
 import type { LossConfig, SamplingClient } from "../policy/types.ts";
 import {
   AdamParamsWire,
@@ -476,11 +477,3 @@ function singleToken(tokenizer: Tokenizer, text: string): number | undefined {
   }
 }
 
-/** Index of the first token after which the decoded text contains one of `stops`, or -1. `tokens` `[new]`. */
-export function firstStop(tokenizer: Tokenizer, tokens: readonly number[], stops: readonly string[]): number {
-  for (let i = 0; i < tokens.length; i++) {
-    const text = tokenizer.decode(tokens.slice(0, i + 1));
-    if (stops.some((x) => text.includes(x))) return i;
-  }
-  return -1;
-}

@@ -30,6 +30,7 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
     baseModel: t.baseModel,
     loraRank: t.loraRank,
     timeoutMs: t.timeoutMs,
+    sendStopStrings: t.sendStopStrings,
   });
   if (from) {
     if (!existsSync(join(from, "tinker.json"))) {

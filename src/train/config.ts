@@ -50,6 +50,7 @@ export const TinkerSection = z
     loraRank: int(1, "LoRA rank sent with create_model (hosted Tinker trains LoRA; arl serve trainer trains all weights).").default(32),
     apiKeyEnv: z.string().default("TINKER_API_KEY").describe("Environment variable holding the API key (keys never go in config files)."),
     timeoutMs: int(1000, "Per-request timeout (ms); failed requests are retried with back-off.").default(60000),
+    sendStopStrings: z.boolean().default(true).describe("Send multi-token stop strings (</search>) to the server; false for servers that take stop ids only (SkyRL) — the client then cuts samples at them."),
     tokenizer: z.string().optional().describe("Folder with the model's tokenizer.json (+ tokenizer_config.json) for a real model; default the world's word tokenizer."),
   })
   .strict();

@@ -33,6 +33,8 @@ export interface TinkerBackendOptions extends TinkerClientOptions {
   baseModel: string;
   /** LoRA rank (hosted Tinker trains LoRA adapters; `arl serve trainer` accepts and ignores it). */
   loraRank?: number;
+  /** Send `stopStrings` to the server (default true); false = stop ids only, the caller cuts at the strings (SkyRL). */
+  sendStopStrings?: boolean;
   /** Datums per `forward_backward` request (default 128, the SDK's chunk size); larger batches are split. */
   maxDatumsPerRequest?: number;
 }
@@ -153,7 +155,8 @@ export class TinkerBackend implements TrainingBackend {
     return {
       sample: async (promptTokens: number[], options: SampleOptions): Promise<SampledSequence[]> => {
         const sessionId = await session();
-        const stop = options.stopStrings && options.stopStrings.length > 0 ? options.stopStrings : options.stop;
+        const useStrings = (this.options.sendStopStrings ?? true) && options.stopStrings !== undefined && options.stopStrings.length > 0;
+        const stop = useStrings ? options.stopStrings : options.stop;
         const r = await this.client.submit<WireSampleResponse>("asample", {
           sampling_session_id: sessionId,
           seq_id: this.sampleSeq++,
