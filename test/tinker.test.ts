@@ -17,7 +17,7 @@ import { trainerApp } from "../src/serve/trainer.ts";
 import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
 import { setup, silentReporter, trainRl, warmStart, warmStartDemos, type Setup } from "../src/train/experiment.ts";
 import { RunDir } from "../src/train/runDir.ts";
-import type { Trajectory } from "../src/core/types.ts";
+import type { Task, Trajectory } from "../src/core/types.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-tinker-"));
 const config = resolveConfig(
@@ -279,7 +279,7 @@ describe("stop strings for multi-token tags", () => {
     const ids = tok.encode(text);
     const ignoring = { sample: async () => [{ tokens: ids, logprobs: ids.map(() => -0.5), stopReason: "length" as const }] };
     const agent = new PolicyAgent(ignoring, tok, { temperature: 1, maxTokensPerTurn: 64, ...stops });
-    const turn = await agent.generate([1, 2], { task: { id: "t", question: "q", answers: ["a"] }, turnIndex: 0, history: [], seed: 1, budget: 100 });
+    const turn = await agent.generate([1, 2], { task: { id: "t", kind: "capital", question: "q", answers: ["a"] } as Task, turnIndex: 0, history: [], seed: 1, budget: 100 });
     expect(tok.decode(turn.tokens).endsWith("</search>")).toBe(true);
     expect(turn.stopReason).toBe("stop");
     expect(turn.logprobs).toHaveLength(turn.tokens.length);

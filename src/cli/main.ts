@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { loadCorpus, loadQA } from "../retrieval/corpus.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
-import { ScriptedAgent, PolicyAgent, type TurnGenerator } from "../rollout/agent.ts";
+import { ScriptedAgent, PolicyAgent, protocolStops, type TurnGenerator } from "../rollout/agent.ts";
 import { rolloutGroups } from "../rollout/rollout.ts";
 import { computeReward } from "../reward/compose.ts";
 import { personaTurn, PERSONAS, type Persona } from "../envs/search/scripted.ts";
@@ -31,6 +31,7 @@ import { QUICK_LAB_OVERRIDES, runLab } from "../lab/lab.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { TERM_LIST } from "../reward/terms.ts";
 import { registerServe } from "./serve.ts";
+import { registerExport } from "./export.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
 export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
@@ -180,33 +181,51 @@ function configForCheckpoint(checkpoint: string): ExperimentConfig {
 
 program
   .command("eval")
-  .description("Evaluate a checkpoint (agent, Direct and RAG modes) on the world's held-out split or a real QA file")
-  .requiredOption("--checkpoint <dir>", "checkpoint folder, e.g. runs/default/checkpoints/final")
+  .description("Evaluate a checkpoint (agent, Direct and RAG modes) and/or prompt-driven agents on an OpenAI-compatible server, on the world's held-out split or a real QA file")
+  .option("--checkpoint <dir>", "checkpoint folder, e.g. runs/default/checkpoints/final (optional with --policy)")
   .option("--split <split>", "train | test (built-in world)", "test")
-  .option("--modes <list>", "comma-separated: agent, direct, rag", "agent,direct,rag")
+  .option("--modes <list>", "comma-separated: agent, direct, rag (checkpoint rows)", "agent,direct,rag")
   .option("--data <file>", "real QA file (FlashRAG, NQ-open or Bamboogle JSONL, detected per line) instead of the built-in world")
   .option("--corpus <file>", "wiki-18 JSONL passages to search (with --data)")
   .option("--limit <n>", "evaluate at most n questions")
-  .action(async (opts: { checkpoint: string; split?: string; modes: string; data?: string; corpus?: string; limit?: string }) => {
-    const config = configForCheckpoint(opts.checkpoint);
-    const policy = await loadPolicy(opts.checkpoint);
+  .option("--policy <spec>", "openai:MODEL — a model on an OpenAI-compatible server, driven by --agent (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
+  .option("--base-url <url>", "OpenAI-compatible API of --policy, e.g. http://127.0.0.1:8300/v1 (default: env OPENAI_BASE_URL)")
+  .option("--api-key <key>", "API key of --base-url (default: env OPENAI_API_KEY, else none)")
+  .option("--agent <list>", "prompt-driven agents for --policy: prompt, function-calling, react (comma-separated) or all", "all")
+  .option("--max-tokens <n>", "max_tokens of each --policy reply (the server's tokens)", "512")
+  .option("--concurrency <n>", "--policy episodes in flight per agent", "4")
+  .action(async (opts: { checkpoint?: string; split?: string; modes: string; data?: string; corpus?: string; limit?: string; policy: string[]; baseUrl?: string; apiKey?: string; agent: string; maxTokens: string; concurrency: string }) => {
+    if (!opts.checkpoint && opts.policy.length === 0) {
+      throw new ConfigError(["--checkpoint or --policy: at least one is required (e.g. --checkpoint runs/default/checkpoints/final, --policy openai:MODEL --base-url URL)"]);
+    }
+    const { checkOpenAIEvalFlags, openAIEvalRows } = await import("./evalOpenai.ts");
+    const openai = opts.policy.length > 0 ? checkOpenAIEvalFlags(opts) : null;
+    const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : resolveConfig(applyOverrides({}, overrides));
+    const policy = opts.checkpoint ? await loadPolicy(opts.checkpoint) : null;
     const { tasks, makeEnv } = await evalInputs(opts, config);
-    const limits = { contextLength: policy.gpt.contextLength, maxObservationTokens: config.env.maxObservationTokens };
     const rows: SummaryRow[] = [];
     const reporter = consoleReporter();
-    for (const mode of opts.modes.split(",").map((m) => m.trim())) {
-      if (!["agent", "direct", "rag"].includes(mode)) throw new ConfigError([`--modes: expected agent, direct or rag, got ${JSON.stringify(mode)}`]);
-      const bar = reporter.bar(`eval ${mode}`, tasks.length);
-      let n = 0;
-      const { trajectories: _t, ...result } = await evaluate(tasks, policy.backend.samplingClient(), policy.tokenizer, makeEnv, limits, {
-        mode: mode as EvalMode,
-        temperature: config.eval.temperature,
-        maxTokensPerTurn: config.rl.maxTokensPerTurn,
-        seed: config.run.seed + 7,
-        onEpisode: () => bar.update(++n),
-      });
-      bar.stop();
-      rows.push({ policy: mode === "agent" ? "agent (checkpoint)" : mode === "direct" ? "Direct" : "RAG", result });
+    if (policy) {
+      const limits = { contextLength: policy.gpt.contextLength, maxObservationTokens: config.env.maxObservationTokens };
+      for (const mode of opts.modes.split(",").map((m) => m.trim())) {
+        if (!["agent", "direct", "rag"].includes(mode)) throw new ConfigError([`--modes: expected agent, direct or rag, got ${JSON.stringify(mode)}`]);
+        const bar = reporter.bar(`eval ${mode}`, tasks.length);
+        let n = 0;
+        const { trajectories: _t, ...result } = await evaluate(tasks, policy.backend.samplingClient(), policy.tokenizer, makeEnv, limits, {
+          mode: mode as EvalMode,
+          temperature: config.eval.temperature,
+          maxTokensPerTurn: config.rl.maxTokensPerTurn,
+          seed: config.run.seed + 7,
+          onEpisode: () => bar.update(++n),
+        });
+        bar.stop();
+        rows.push({ policy: mode === "agent" ? "agent (checkpoint)" : mode === "direct" ? "Direct" : "RAG", result });
+      }
+    }
+    if (openai) {
+      // Token accounting of text-level agents uses the checkpoint's tokenizer, else the run world's.
+      const tokenizer = policy?.tokenizer ?? setup(config).tokenizer;
+      rows.push(...(await openAIEvalRows(openai, tasks, makeEnv, tokenizer, { temperature: config.eval.temperature, seed: config.run.seed + 7 }, reporter)));
     }
     console.log(`\n${tasks.length} questions from ${opts.data ?? `the built-in world (${opts.split})`}:`);
     console.log(summaryTable(rows));
@@ -239,7 +258,7 @@ program
       agent = new PolicyAgent(policy.backend.samplingClient(), tokenizer, {
         temperature,
         maxTokensPerTurn: config.rl.maxTokensPerTurn,
-        stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
+        ...protocolStops(tokenizer),
       });
     } else {
       const persona = opts.persona ?? "careful";
@@ -275,7 +294,8 @@ program
     hits.forEach((p, i) => console.log(`${i + 1}. [${p.score?.toFixed(3)}] ${p.id}  (Title: ${p.title})\n   ${p.text.slice(0, 300)}`));
   });
 
-registerServe(program);
+registerServe(program, () => overrides);
+registerExport(program, () => overrides);
 // other command groups register here
 
 try {

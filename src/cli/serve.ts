@@ -7,6 +7,9 @@
 import type { Command } from "commander";
 import { ConfigError } from "../train/config.ts";
 import type { ServeOptions } from "../serve/http.ts";
+import { registerServeTrainer } from "./serveTrainer.ts";
+import { registerServeOpenAI } from "./serveOpenai.ts";
+import { registerServeMcp, registerServeRetrieval, registerServeReward } from "./serveVerl.ts";
 
 /** Flags every server takes. */
 export interface ServeFlags {
@@ -31,13 +34,18 @@ export function serveOptions(flags: ServeFlags): ServeOptions {
 }
 
 /** Registers `arl serve` and its subcommands on the program. */
-export function registerServe(program: Command): void {
+export function registerServe(program: Command, overrides: () => Record<string, string> = () => ({})): void {
   const serve = program.command("serve").description("Serve the trainer, policy, retrieval, reward or tools over HTTP");
   void serve;
   // serve subcommands: one `serve.command(...)` block per kind below, each in its own section.
   // -- serve trainer --
+  registerServeTrainer(serve, overrides);
   // -- serve openai --
+  registerServeOpenAI(serve);
   // -- serve retrieval --
+  registerServeRetrieval(serve, overrides);
   // -- serve reward --
+  registerServeReward(serve, overrides);
   // -- serve mcp --
+  registerServeMcp(serve, overrides);
 }

@@ -30,7 +30,7 @@ export function registerServeTrainer(serve: Command, overrides: () => Record<str
       .option("--smoke", "the smoke preset's tiny model for arl/init")
       .option("--tokenizer <dir>", "a model folder (tokenizer.json + tokenizer_config.json) whose vocabulary arl/init uses instead of the world's words")
       .option("--dir <dir>", "folder for weights saved through the API", "runs/serve-trainer"),
-    8000,
+    8400,
   ).action(async (opts: ServeFlags & { checkpoint?: string[]; name?: string[]; config?: string; smoke?: boolean; tokenizer?: string; dir: string }) => {
     let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
     if (opts.smoke) raw = applyOverrides(raw, SMOKE_OVERRIDES);

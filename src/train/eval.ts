@@ -5,8 +5,8 @@
  */
 import type { Task, Trajectory } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
-import { PolicyAgent, type ForcedText, type TurnContext } from "../rollout/agent.ts";
-import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
+import { PolicyAgent, protocolStops, type ForcedText, type TurnContext } from "../rollout/agent.ts";
+import { episodeSeed, rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { SamplingClient } from "../policy/types.ts";
 import { answeredWithoutSearch, mean, trajectoryEm } from "./metrics.ts";
@@ -43,7 +43,7 @@ export function forcedTextFor(mode: EvalMode): ((ctx: TurnContext) => ForcedText
   return undefined;
 }
 
-function slice(trajs: Trajectory[]): EvalSlice {
+function slice(trajs: readonly Trajectory[]): EvalSlice {
   return {
     n: trajs.length,
     em: mean(trajs.map(trajectoryEm)),
@@ -76,7 +76,7 @@ export async function evaluate(
   const agent = new PolicyAgent(sampler, tokenizer, {
     temperature: options.temperature,
     maxTokensPerTurn: options.maxTokensPerTurn,
-    stop: [tokenizer.id("</search>"), tokenizer.id("</answer>")],
+    ...protocolStops(tokenizer),
     forced: forcedTextFor(options.mode),
   });
   const groups = await rolloutGroups(tasks, makeEnv, agent, tokenizer, limits, {
@@ -84,11 +84,54 @@ export async function evaluate(
     seed: options.seed,
     onEpisode: options.onEpisode,
   });
-  const trajectories = groups.map((g) => g.trajectories[0]);
+  return summarizeEval(groups.map((g) => g.trajectories[0]));
+}
+
+/**
+ * The evaluation summary of finished episodes: EM, searches per question and guess rate over all of them and split
+ * by known vs unknown facts (`task.known`; tasks that do not say count in `all` only).
+ */
+export function summarizeEval(trajectories: Trajectory[]): EvalResult {
   return {
     all: slice(trajectories),
     known: slice(trajectories.filter((t) => t.task.known === true)),
     unknown: slice(trajectories.filter((t) => t.task.known === false)),
     trajectories,
   };
+}
+
+/**
+ * Runs one whole episode of `task` with the given seed and returns its trajectory — any policy that is not a
+ * `TurnGenerator` over our token books (e.g. the prompt-driven chat agents of src/agents/).
+ */
+export type EpisodeRunner = (task: Task, seed: number) => Promise<Trajectory>;
+
+/** Options of `evaluateEpisodes`. */
+export interface EpisodeEvalOptions {
+  /** Base seed; episode `t` gets `episodeSeed(seed, t, 0)`, as `evaluate`'s rollout does. */
+  seed: number;
+  /** Most episodes in flight at once (default 4). */
+  concurrency?: number;
+  onEpisode?: (t: Trajectory) => void;
+}
+
+/**
+ * Evaluates an episode runner on `tasks` (one episode each, `concurrency` at a time) with the same metrics and
+ * slices as `evaluate`.
+ * @returns trajectories in task order, whatever the completion order
+ * @throws what the runner throws (the first failure)
+ */
+export async function evaluateEpisodes(tasks: readonly Task[], run: EpisodeRunner, options: EpisodeEvalOptions): Promise<EvalResult> {
+  const results: Trajectory[] = new Array(tasks.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < tasks.length) {
+      const t = next++;
+      results[t] = await run(tasks[t], episodeSeed(options.seed, t, 0));
+      options.onEpisode?.(results[t]);
+    }
+  };
+  const n = Math.min(Math.max(1, options.concurrency ?? 4), tasks.length);
+  await Promise.all(Array.from({ length: n }, worker));
+  return summarizeEval(results);
 }

@@ -1,0 +1,102 @@
+/**
+ * `arl serve retrieval | reward | mcp`: the services a veRL run (or any other trainer) calls — Search-R1's
+ * `POST /retrieve` (src/serve/retrieval.ts), veRL's `compute_score` as `POST /reward` (src/serve/reward.ts) and the
+ * search environment's tools over MCP (src/serve/mcp.ts). Each serves the built-in world's passages, or a wiki-18
+ * JSONL corpus with `--corpus`; `--config` (and dotted flags such as `--reward.preset composite`) pick the world,
+ * `env.topK` and the reward.
+ */
+import type { Command } from "commander";
+import type { Passage } from "../core/types.ts";
+import { makeJudge } from "../reward/judge.ts";
+import { BM25Index } from "../retrieval/bm25.ts";
+import { loadCorpus } from "../retrieval/corpus.ts";
+import { listen, untilSignal } from "../serve/http.ts";
+import { createMcpApp, searchEnvTools } from "../serve/mcp.ts";
+import { createRetrievalApp } from "../serve/retrieval.ts";
+import { createRewardApp } from "../serve/reward.ts";
+import { ConfigError, applyOverrides, readConfigFile, resolveConfig, rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
+import { checkReward, setup } from "../train/experiment.ts";
+import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
+
+/** Flags shared by the three servers: a config file and a corpus. */
+interface CorpusFlags extends ServeFlags {
+  config?: string;
+  corpus?: string;
+}
+
+/** The config from `--config` with `overrides` (dotted flags, and `--preset` as `reward.preset`) applied, validated. @throws ConfigError naming bad fields */
+function configOf(file: string | undefined, overrides: Record<string, string>): ExperimentConfig {
+  return resolveConfig(applyOverrides(file ? readConfigFile(file) : {}, overrides));
+}
+
+/** The passages served: `--corpus` (wiki-18 JSONL) or the config's built-in world. */
+async function passagesOf(config: ExperimentConfig, corpus: string | undefined): Promise<Passage[]> {
+  return corpus ? loadCorpus(corpus) : setup(config).world.passages;
+}
+
+/** Parses `--topk`. @throws ConfigError naming the flag */
+function topkFlag(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n < 1 || n > 100) throw new ConfigError([`--topk: expected an integer in [1, 100], got ${JSON.stringify(value)}`]);
+  return n;
+}
+
+/** Adds `--config` and `--corpus`. */
+function corpusFlags(cmd: Command): Command {
+  return cmd
+    .option("-c, --config <file>", "YAML/JSON experiment config (world, env.topK, reward); dotted flags override it")
+    .option("--corpus <file>", "wiki-18 JSONL corpus ({id, contents}) instead of the built-in world's passages");
+}
+
+/** Registers `serve retrieval` (default port 8000, Search-R1's). */
+export function registerServeRetrieval(serve: Command, overrides: () => Record<string, string>): void {
+  serveFlags(
+    corpusFlags(serve.command("retrieval").description("BM25 over HTTP: POST /retrieve as Search-R1's retrieval server and veRL's search tool call it"))
+      .option("--topk <n>", "passages per query when a request gives no topk (default env.topK, 3)"),
+    8000,
+  ).action(async (opts: CorpusFlags & { topk?: string }) => {
+    const config = configOf(opts.config, overrides());
+    const passages = await passagesOf(config, opts.corpus);
+    const defaultTopk = opts.topk === undefined ? config.env.topK : topkFlag(opts.topk);
+    const options = serveOptions(opts);
+    const server = await listen(createRetrievalApp(new BM25Index(passages), { ...options, defaultTopk }), options);
+    console.log(`retrieval (BM25, ${passages.length} passages, topk ${defaultTopk}) at ${server.url}/retrieve`);
+    await untilSignal(server);
+  });
+}
+
+/** Registers `serve reward` (default port 8100). */
+export function registerServeReward(serve: Command, overrides: () => Record<string, string>): void {
+  serveFlags(
+    corpusFlags(serve.command("reward").description("Our reward terms behind veRL's compute_score: POST /reward (and /reward/batch)"))
+      .option("--preset <name>", "reward preset (default: the config's reward.preset, else `default`)"),
+    8100,
+  ).action(async (opts: CorpusFlags & { preset?: string }) => {
+    const extra: Record<string, string> = opts.preset === undefined ? {} : { "reward.preset": opts.preset };
+    const config = configOf(opts.config, { ...overrides(), ...extra });
+    checkReward(config);
+    const reward = rewardConfigOf(config);
+    const passages = await passagesOf(config, opts.corpus);
+    const options = serveOptions(opts);
+    const server = await listen(createRewardApp({ ...options, reward, passages, judge: makeJudge(reward.options) }), options);
+    const terms = Object.entries(reward.weights).map(([k, w]) => `${k}×${w}`).join(", ");
+    console.log(`reward (preset ${config.reward.preset}: ${terms}) at ${server.url}/reward`);
+    await untilSignal(server);
+  });
+}
+
+/** Registers `serve mcp` (default port 8200). */
+export function registerServeMcp(serve: Command, overrides: () => Record<string, string>): void {
+  serveFlags(
+    corpusFlags(serve.command("mcp").description("The search environment's tools as an MCP server (Streamable HTTP, stateless) at /mcp")),
+    8200,
+  ).action(async (opts: CorpusFlags) => {
+    const config = configOf(opts.config, overrides());
+    const passages = await passagesOf(config, opts.corpus);
+    const options = serveOptions(opts);
+    const tools = searchEnvTools(new BM25Index(passages), config.env.topK);
+    const server = await listen(createMcpApp(tools, options), options);
+    console.log(`MCP (tools: ${tools.map((t) => t.name).join(", ")}; ${passages.length} passages) at ${server.url}/mcp`);
+    await untilSignal(server);
+  });
+}

@@ -1,0 +1,106 @@
+/**
+ * `arl serve retrieval`: BM25 retrieval over HTTP with the request and response shapes of Search-R1's retrieval
+ * server (PeterGriffinJin/Search-R1 `search_r1/search/retrieval_server.py`, `POST /retrieve`), which veRL's search
+ * tool calls (volcengine/verl `verl/tools/utils/search_r1_like_utils.py` `call_search_api`, always with
+ * `return_scores: true`).
+ *
+ * Request `{queries: string[], topk?: int ≥ 1 | null, return_scores?: boolean}`;
+ * response `{result: [[{document: {id, contents}, score}, …] per query]}` when `return_scores` is true, and
+ * `{result: [[{id, contents}, …] per query]}` (documents bare, no score) when it is false or absent — exactly as
+ * Search-R1's `retrieve_endpoint`. `contents` is the wiki-18 form `"Title"\ntext` (quoted title, newline, text),
+ * which both Search-R1's and veRL's `_passages2string` split into title and text.
+ */
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import type { Passage } from "../core/types.ts";
+import type { BM25Index } from "../retrieval/bm25.ts";
+import { createApp, parseBody, type ServeOptions } from "./http.ts";
+
+/** Largest `topk` one request may ask for (a guard against accidental full-corpus dumps). */
+export const MAX_TOPK = 100;
+/** Most queries in one request (veRL sends one tool call's `query_list`; Search-R1 one batch of rollouts). */
+export const MAX_QUERIES = 1024;
+/** Longest query accepted (characters). */
+export const MAX_QUERY_CHARS = 4096;
+
+/** A retrieved document as Search-R1 serves it: wiki-18's `{id, contents}` with `contents = "Title"\ntext`. */
+export interface RetrievalDocument {
+  id: string;
+  contents: string;
+}
+
+/** One hit with its score (`return_scores: true`); `score` is the BM25 score (higher is better). */
+export interface ScoredDocument {
+  document: RetrievalDocument;
+  score: number;
+}
+
+/** Response of `POST /retrieve`: one list per query, best first (scored or bare, by `return_scores`). */
+export interface RetrieveResponse {
+  result: ScoredDocument[][] | RetrievalDocument[][];
+}
+
+/** Options of `createRetrievalApp`: the HTTP options plus the default `topk` (Search-R1 `--topk`, default 3). */
+export interface RetrievalAppOptions extends ServeOptions {
+  /** `topk` used when a request omits it or sends null/0 (Search-R1 falls back on `if not request.topk`); default 3. */
+  defaultTopk?: number;
+}
+
+/** Body schema of `POST /retrieve` (Search-R1 `QueryRequest`: `queries`, `topk: Optional[int]`, `return_scores: bool = False`). */
+export const RetrieveRequest = z
+  .object({
+    queries: z
+      .array(z.string().max(MAX_QUERY_CHARS, `a query is at most ${MAX_QUERY_CHARS} characters`), {
+        error: "expected a list of query strings",
+      })
+      .min(1, "expected at least one query")
+      .max(MAX_QUERIES, `at most ${MAX_QUERIES} queries per request`),
+    // Search-R1 treats a missing, null or 0 topk as "use the server default"; negatives and fractions are errors here.
+    topk: z
+      .number({ error: "expected an integer ≥ 1 (or null for the default)" })
+      .int("expected an integer ≥ 1")
+      .min(0, "expected an integer ≥ 1")
+      .max(MAX_TOPK, `expected an integer ≤ ${MAX_TOPK}`)
+      .nullable()
+      .optional(),
+    return_scores: z.boolean({ error: "expected true or false" }).optional(),
+  });
+// Unknown keys are ignored, as pydantic's BaseModel (Search-R1's QueryRequest) ignores them.
+
+/** A passage as wiki-18 `contents`: `"Title"\ntext` (the inverse of `splitContents` in src/retrieval/corpus.ts). */
+export function passageContents(p: Pick<Passage, "title" | "text">): string {
+  return `"${p.title}"\n${p.text}`;
+}
+
+/**
+ * Answers one retrieval request (no HTTP): each query's `topk` best passages by BM25.
+ * A query without word tokens (e.g. `""` or `"?!"`) gets an empty list, as a Lucene search with no hits does.
+ * @param index the BM25 index to search
+ * @param request a parsed `RetrieveRequest`
+ * @param defaultTopk the `topk` used when the request gives none (or 0)
+ */
+export function retrieve(index: BM25Index, request: z.output<typeof RetrieveRequest>, defaultTopk = 3): RetrieveResponse {
+  const topk = request.topk ? request.topk : defaultTopk;
+  const hits = request.queries.map((q) => index.search(q, topk));
+  const doc = (p: Passage): RetrievalDocument => ({ id: p.id, contents: passageContents(p) });
+  if (request.return_scores === true) {
+    return { result: hits.map((list) => list.map((p) => ({ document: doc(p), score: p.score ?? 0 }))) };
+  }
+  return { result: hits.map((list) => list.map(doc)) };
+}
+
+/**
+ * A fastify app serving `POST /retrieve` over `index` and `GET /healthz` (`{status: "ok", passages}`).
+ * Malformed bodies answer 400 `{error}` naming the field (e.g. `topk: expected an integer ≥ 1`), never 500.
+ * @throws Error when `defaultTopk` is not an integer in [1, MAX_TOPK]
+ */
+export function createRetrievalApp(index: BM25Index, options: RetrievalAppOptions = {}): FastifyInstance {
+  const defaultTopk = options.defaultTopk ?? 3;
+  if (!Number.isInteger(defaultTopk) || defaultTopk < 1 || defaultTopk > MAX_TOPK) {
+    throw new Error(`retrieval: defaultTopk must be an integer in [1, ${MAX_TOPK}], got ${defaultTopk}`);
+  }
+  const app = createApp(options);
+  app.get("/healthz", async () => ({ status: "ok", passages: index.size }));
+  app.post("/retrieve", async (req) => retrieve(index, parseBody(RetrieveRequest, req.body), defaultTopk));
+  return app;
+}
