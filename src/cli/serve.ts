@@ -16,6 +16,8 @@ export interface ServeFlags {
   host: string;
   port: string;
   apiKey?: string;
+  maxBody: string;
+  requestTimeout: string;
 }
 
 /** Adds `--host`, `--port`, `--api-key` to a serve subcommand. */
@@ -23,14 +25,28 @@ export function serveFlags(cmd: Command, defaultPort: number): Command {
   return cmd
     .option("--host <host>", "interface to bind (0.0.0.0 serves other machines)", "127.0.0.1")
     .option("--port <port>", "TCP port (0 = any free port)", String(defaultPort))
-    .option("--api-key <key>", "require Authorization: Bearer <key> on every request (default: env ARL_API_KEY, else none)");
+    .option("--api-key <key>", "require Authorization: Bearer <key> on every request (default: env ARL_API_KEY, else none)")
+    .option("--max-body <bytes>", "largest accepted request body (bytes; larger ones get 413)", String(16 * 1024 * 1024))
+    .option("--request-timeout <ms>", "most time to receive a whole request (ms; slower clients get 408)", "30000");
 }
 
-/** Serve flags → `ServeOptions`. @throws ConfigError naming a bad port */
+/** Serve flags → `ServeOptions`. @throws ConfigError naming a bad port, body limit, timeout or empty API key */
 export function serveOptions(flags: ServeFlags): ServeOptions {
-  const port = Number(flags.port);
-  if (!/^\d+$/.test(flags.port) || port > 65535) throw new ConfigError([`--port: expected an integer in [0, 65535], got ${JSON.stringify(flags.port)}`]);
-  return { host: flags.host, port, apiKey: flags.apiKey ?? process.env.ARL_API_KEY };
+  const int = (flag: string, v: string, min: number, max: number): number => {
+    const n = Number(v);
+    if (!/^\d+$/.test(v) || n < min || n > max) throw new ConfigError([`${flag}: expected an integer in [${min}, ${max}], got ${JSON.stringify(v)}`]);
+    return n;
+  };
+  const port = int("--port", flags.port, 0, 65535);
+  const apiKey = flags.apiKey ?? process.env.ARL_API_KEY;
+  if (apiKey !== undefined && apiKey.trim() === "") throw new ConfigError(["--api-key: expected a non-empty key (or leave it out to serve without one)"]);
+  return {
+    host: flags.host,
+    port,
+    apiKey,
+    bodyLimit: int("--max-body", flags.maxBody ?? String(16 * 1024 * 1024), 1, 2 ** 31 - 1),
+    requestTimeoutMs: int("--request-timeout", flags.requestTimeout ?? "30000", 0, 2 ** 31 - 1),
+  };
 }
 
 /** Registers `arl serve` and its subcommands on the program. */

@@ -6,7 +6,7 @@
 import { basename, dirname, resolve } from "node:path";
 import type { Command } from "commander";
 import { loadPolicy } from "../train/checkpoint.ts";
-import { SMOKE_OVERRIDES, applyOverrides, readConfigFile, resolveConfig } from "../train/config.ts";
+import { ConfigError, SMOKE_OVERRIDES, applyOverrides, readConfigFile, resolveConfig } from "../train/config.ts";
 import { setup } from "../train/experiment.ts";
 import { listen, untilSignal } from "../serve/http.ts";
 import { trainerApp, type TrainerBaseModel } from "../serve/trainer.ts";
@@ -37,6 +37,9 @@ export function registerServeTrainer(serve: Command, overrides: () => Record<str
     if (opts.tokenizer) raw = applyOverrides(raw, { "policy.backend": "tinker", "policy.tinker.tokenizer": opts.tokenizer });
     const config = resolveConfig(applyOverrides(raw, overrides()));
     const s = setup(config);
+    if (opts.name && opts.name.length !== (opts.checkpoint ?? []).length) {
+      throw new ConfigError([`--name: ${opts.name.length} name(s) for ${(opts.checkpoint ?? []).length} --checkpoint folder(s); give one name per checkpoint, in order`]);
+    }
     const bases: TrainerBaseModel[] = [{ name: "arl/init", gpt: s.gpt, tokenizer: s.tokenizer, seed: config.run.seed }];
     for (const [i, dir] of (opts.checkpoint ?? []).entries()) {
       const p = await loadPolicy(dir);

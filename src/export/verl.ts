@@ -429,7 +429,13 @@ export async function exportVerl(options: VerlExportOptions): Promise<VerlExport
   const rewardUrl = (options.rewardUrl ?? "http://127.0.0.1:8100").replace(/\/+$/, "");
   const retrievalUrl = options.retrievalUrl ?? "http://127.0.0.1:8000/retrieve";
   for (const [flag, url] of [["rewardUrl", rewardUrl], ["retrievalUrl", retrievalUrl]] as const) {
-    if (!/^https?:\/\/[^\s/]+/.test(url)) throw new Error(`export verl: ${flag} must be an http(s) URL, got ${JSON.stringify(url)}`);
+    // The URLs are written into run.sh and YAML: plain URL characters only (no quotes, `$`, backticks, spaces).
+    if (!/^https?:\/\/[A-Za-z0-9._~:/?#[\]@!&()*+,;=%-]+$/.test(url) || /['"`$\\]/.test(url)) {
+      throw new Error(`export verl: ${flag} must be an http(s) URL of plain URL characters, got ${JSON.stringify(url)}`);
+    }
+  }
+  if (options.model !== undefined && !/^[A-Za-z0-9._\/-]+$/.test(options.model)) {
+    throw new Error(`export verl: model must be a Hugging Face id or a path of [A-Za-z0-9._/-] (e.g. Qwen/Qwen2.5-3B-Instruct), got ${JSON.stringify(options.model)}`);
   }
   const paths = Object.fromEntries(VERL_FILES.map((f) => [f, join(outDir, f)])) as Record<(typeof VERL_FILES)[number], string>;
   if (!options.overwrite) {

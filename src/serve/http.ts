@@ -3,6 +3,7 @@
  * request-size limit, JSON bodies checked with zod, and errors as `{error: reason}` with a 4xx status — a bad
  * request never becomes a 500.
  */
+import { createServer } from "node:http";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
 
@@ -16,8 +17,13 @@ export interface ServeOptions {
   apiKey?: string;
   /** Largest accepted request body (bytes; default 16 MiB). */
   bodyLimit?: number;
-  /** Requests running longer than this are answered 503 (ms; default 0 = no limit). */
+  /**
+   * Most time to receive a whole request, headers and body (ms; default 30 000): a client that sends slowly
+   * (slowloris) is answered 408 and disconnected.
+   */
   requestTimeoutMs?: number;
+  /** Most time a handler may take before the server answers 503 itself (ms; default 0 = no limit; long polls need it off or long). */
+  handlerTimeoutMs?: number;
 }
 
 /** An error with the HTTP status to answer (4xx for the client's mistakes). */
@@ -51,17 +57,49 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
  * JSON parse errors and oversized bodies as 400/413, unknown routes as 404.
  */
 export function createApp(options: ServeOptions = {}): FastifyInstance {
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
   const app = Fastify({
     logger: false,
     bodyLimit: options.bodyLimit ?? 16 * 1024 * 1024,
-    requestTimeout: options.requestTimeoutMs ?? 0,
+    // Idle keep-alive sockets are closed at shutdown; in-flight requests finish first (graceful SIGTERM).
+    forceCloseConnections: "idle",
+    // Node checks request timeouts every `connectionsCheckingInterval` (30 s by default): check often enough that a
+    // slow client is cut near its limit.
+    serverFactory: (handler) =>
+      createServer(
+        {
+          requestTimeout,
+          headersTimeout: requestTimeout > 0 ? Math.min(requestTimeout, 60_000) : 60_000,
+          connectionsCheckingInterval: Math.max(100, Math.min(1000, requestTimeout > 0 ? requestTimeout / 4 : 1000)),
+        },
+        handler,
+      ),
   });
+  // Shutting down: answers sent from now on close their connection, so close() does not wait for keep-alive timeouts.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_req, reply, payload) => {
+    if (closing) void reply.header("connection", "close");
+    return payload;
+  });
+  const handlerTimeout = options.handlerTimeoutMs ?? 0;
+  if (handlerTimeout > 0) {
+    app.addHook("onRequest", async (req, reply) => {
+      const timer = setTimeout(() => {
+        if (!reply.sent && !reply.raw.headersSent) void reply.code(503).send({ error: `request took longer than ${handlerTimeout} ms` });
+      }, handlerTimeout);
+      timer.unref();
+      reply.raw.on("close", () => clearTimeout(timer));
+    });
+  }
   if (options.apiKey) {
     const key = options.apiKey;
     app.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
       if (req.method === "GET" && req.url.endsWith("/healthz")) return;
       const auth = req.headers.authorization;
-      const given = auth?.startsWith("Bearer ") ? auth.slice(7) : req.headers["x-api-key"];
+      const given = auth && /^bearer /i.test(auth) ? auth.slice(7).trim() : req.headers["x-api-key"];
       if (given !== key) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>)" });
     });
   }
@@ -89,6 +127,7 @@ export interface RunningServer {
  */
 export async function listen(app: FastifyInstance, options: ServeOptions = {}): Promise<RunningServer> {
   const host = options.host ?? "127.0.0.1";
+  if (host.trim() === "") throw new Error('serve: --host is empty (give an address such as 127.0.0.1 or 0.0.0.0)');
   await app.listen({ host, port: options.port ?? 0 });
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : options.port ?? 0;

@@ -10,7 +10,7 @@
  * - `POST /v1/chat/completions` — messages rendered into the policy's Search-R1 text (see `renderChat`), `tools`
  *   (a sampled `<search> q </search>` becomes a `search` tool call), `logprobs`, `return_token_ids` (adds
  *   `choices[i].token_ids` and a top-level `prompt_token_ids`, as vLLM).
- * - `GET /healthz` → `{ok: true}` (no API key needed).
+ * - `GET /healthz` → `{status: "ok", model}` (no API key needed); `GET /v1/models/<id>` → the model card.
  *
  * Sampling goes through the backend's `samplingClient()`: the same prompt, seed and options give the same tokens and
  * logprobs as calling the embedded sampler directly. Logprobs are natural-log probabilities (nats) of the
@@ -50,7 +50,7 @@ export const MAX_STOP = 16;
 const int = (what: string) => z.number({ error: `expected ${what}` }).int(`expected ${what}`);
 const seedSchema = int("an integer seed").min(0, "expected an integer seed ≥ 0").max(2 ** 31 - 1, "expected a seed < 2^31");
 const stopSchema = z
-  .union([z.string(), z.array(z.string()).max(MAX_STOP, `at most ${MAX_STOP} stop sequences`)], {
+  .union([z.string().min(1, "a stop sequence cannot be empty"), z.array(z.string().min(1, "a stop sequence cannot be empty")).max(MAX_STOP, `at most ${MAX_STOP} stop sequences`)], {
     error: "expected a string or a list of strings",
   })
   .nullable()
@@ -106,7 +106,7 @@ const messageSchema = z.discriminatedUnion(
   [
     z.looseObject({ role: z.literal("system"), content: contentSchema }),
     z.looseObject({ role: z.literal("developer"), content: contentSchema }),
-    z.looseObject({ role: z.literal("user"), content: contentSchema }),
+    z.looseObject({ role: z.literal("user"), content: z.union([z.string(), z.array(textPart)], { error: "a user message needs content: a string or a list of text parts" }) }),
     z.looseObject({ role: z.literal("assistant"), content: contentSchema, tool_calls: z.array(toolCallSchema).nullable().optional() }),
     z.looseObject({ role: z.literal("tool"), content: contentSchema, tool_call_id: z.string({ error: "expected the id of the tool call answered" }) }),
   ],
@@ -317,11 +317,15 @@ export function createOpenAIApp(policy: ServedPolicy, options: ServeOptions = {}
       seed: o.seed ?? randomInt(2 ** 31 - 1),
     });
 
-  app.get("/healthz", async () => ({ ok: true }));
-  app.get("/v1/models", async () => ({
-    object: "list",
-    data: [{ id: name, object: "model", created, owned_by: "agentic-rl", max_model_len: C }],
-  }));
+  app.get("/healthz", async () => ({ status: "ok", model: name }));
+  const modelCard = () => ({ id: name, object: "model", created, owned_by: "agentic-rl", max_model_len: C });
+  app.get("/v1/models", async () => ({ object: "list", data: [modelCard()] }));
+  // The OpenAI SDK's models.retrieve(id); ids contain "/", so the route takes the rest of the path.
+  app.get("/v1/models/*", async (req) => {
+    const id = decodeURIComponent((req.params as { "*": string })["*"]);
+    if (id !== name) throw new HttpError(404, `model ${JSON.stringify(id)} does not exist; this server serves ${JSON.stringify(name)}`);
+    return modelCard();
+  });
 
   app.post("/v1/completions", async (req) => {
     const body = parseBody(CompletionRequest, req.body);

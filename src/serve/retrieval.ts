@@ -20,6 +20,8 @@ import { createApp, parseBody, type ServeOptions } from "./http.ts";
 export const MAX_TOPK = 100;
 /** Most queries in one request (veRL sends one tool call's `query_list`; Search-R1 one batch of rollouts). */
 export const MAX_QUERIES = 1024;
+/** Most query characters in one request, all queries together (bounds one request's BM25 work to about a second). */
+export const MAX_REQUEST_QUERY_CHARS = 65_536;
 /** Longest query accepted (characters). */
 export const MAX_QUERY_CHARS = 4096;
 
@@ -54,7 +56,10 @@ export const RetrieveRequest = z
         error: "expected a list of query strings",
       })
       .min(1, "expected at least one query")
-      .max(MAX_QUERIES, `at most ${MAX_QUERIES} queries per request`),
+      .max(MAX_QUERIES, `at most ${MAX_QUERIES} queries per request`)
+      .refine((qs) => qs.reduce((n, q) => n + q.length, 0) <= MAX_REQUEST_QUERY_CHARS, {
+        message: `at most ${MAX_REQUEST_QUERY_CHARS} query characters per request in all (split the batch)`,
+      }),
     // Search-R1 treats a missing, null or 0 topk as "use the server default"; negatives and fractions are errors here.
     topk: z
       .number({ error: "expected an integer ≥ 1 (or null for the default)" })
@@ -79,9 +84,14 @@ export function passageContents(p: Pick<Passage, "title" | "text">): string {
  * @param request a parsed `RetrieveRequest`
  * @param defaultTopk the `topk` used when the request gives none (or 0)
  */
-export function retrieve(index: BM25Index, request: z.output<typeof RetrieveRequest>, defaultTopk = 3): RetrieveResponse {
+export async function retrieve(index: BM25Index, request: z.output<typeof RetrieveRequest>, defaultTopk = 3): Promise<RetrieveResponse> {
   const topk = request.topk ? request.topk : defaultTopk;
-  const hits = request.queries.map((q) => index.search(q, topk));
+  const hits: Passage[][] = [];
+  for (const q of request.queries) {
+    hits.push(index.search(q, topk));
+    // BM25 runs on the event loop: yield between queries so health checks and other clients are served meanwhile.
+    await new Promise<void>((r) => setImmediate(r));
+  }
   const doc = (p: Passage): RetrievalDocument => ({ id: p.id, contents: passageContents(p) });
   if (request.return_scores === true) {
     return { result: hits.map((list) => list.map((p) => ({ document: doc(p), score: p.score ?? 0 }))) };

@@ -171,6 +171,12 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       const bad = xs.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= gpt.vocabSize);
       if (bad >= 0) throw new HttpError(400, `data.${i}.${name}[${bad}]: token id ${xs[bad]} outside [0, ${gpt.vocabSize})`);
     }
+    // Values that would overflow float32 or make the loss non-finite are the caller's mistake, not the server's.
+    for (const k of ["weights", "advantages", "logprobs"]) {
+      const xs = get(k);
+      const at = xs?.findIndex((x) => !Number.isFinite(x) || Math.abs(x) > 1e6) ?? -1;
+      if (xs && at >= 0) throw new HttpError(400, `data.${i}.loss_fn_inputs.${k}[${at}]: ${xs[at]} is outside [-1e6, 1e6]`);
+    }
     const advantages = get("advantages");
     // Tinker's RL losses take no weights: a token is trained where its advantage is non-zero.
     const weights = get("weights") ?? (rl ? advantages!.map((a) => (a !== 0 ? 1 : 0)) : targets.map(() => 1));
@@ -228,6 +234,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       }).passthrough(),
       req.body,
     );
+    if (body.session_id != null && !sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
     const base = bases.get(body.base_model);
     if (!base) throw new HttpError(400, `base_model: unknown ${JSON.stringify(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
     const id = nextId("model");
@@ -249,6 +256,17 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       model_data: { base_model: m.base.name, model_name: m.base.name, lora_config: m.loraRank ? { rank: m.loraRank } : null, arch: "gpt", vocab_size: m.base.gpt.vocabSize, context_length: m.base.gpt.contextLength },
       is_lora: false,
     };
+  });
+
+  app.post("/api/v1/unload_model", async (req) => {
+    const { model_id } = parseBody(z.object({ model_id: z.string() }).passthrough(), req.body);
+    const m = model(model_id);
+    models.delete(model_id);
+    return submit(async () => {
+      await m.queue;
+      m.backend.dispose();
+      return { type: "unload_model", model_id };
+    });
   });
 
   // ---- training ----
@@ -285,6 +303,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     const body = parseBody(OptimStepRequest, req.body);
     const m = model(body.model_id);
     const a: AdamParamsWire = body.adam_params;
+    if (a.learning_rate > 1) throw new HttpError(400, `adam_params.learning_rate: ${a.learning_rate} is above 1 (a typo? LoRA RL uses ~1e-5…1e-4)`);
     return submit(() =>
       train(m, async () => {
         const metrics = await m.backend.optimStep({
@@ -391,6 +410,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     if (sp.top_k !== -1 || sp.top_p !== 1) throw new HttpError(400, "sampling_params: top_k and top_p are not supported by this server (leave -1 / 1)");
     const { client, base, live } = await samplerFor(target);
     const prompt = modelInputTokens(body.prompt);
+    if (prompt.length === 0) throw new HttpError(400, "prompt: no tokens (give at least one token in prompt.chunks)");
     const bad = prompt.findIndex((t) => t >= base.gpt.vocabSize);
     if (bad >= 0) throw new HttpError(400, `prompt[${bad}]: token id ${prompt[bad]} outside [0, ${base.gpt.vocabSize})`);
     if (prompt.length + 1 > base.gpt.contextLength) throw new HttpError(400, `prompt: ${prompt.length} tokens leave no room in the ${base.gpt.contextLength}-token context`);
@@ -400,7 +420,10 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     const stop: number[] = [];
     const stopStrings: string[] = [];
     for (const x of stops) {
-      if (typeof x === "number") stop.push(x);
+      if (typeof x === "number") {
+        if (x >= base.gpt.vocabSize) throw new HttpError(400, `sampling_params.stop: token id ${x} outside [0, ${base.gpt.vocabSize})`);
+        stop.push(x);
+      }
       else if (x === "") throw new HttpError(400, "sampling_params.stop: empty string");
       else {
         const single = singleToken(base.tokenizer, x);

@@ -54,7 +54,9 @@ export class TinkerClient {
   sessionId: string | undefined;
 
   constructor(options: TinkerClientOptions) {
-    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    // The server root: a URL copied with its `/api/v1` suffix (as `arl serve trainer` prints it) works too.
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
+    if (!/^https?:\/\//.test(this.baseUrl)) throw new Error(`tinker: baseUrl must be an http(s) URL, got ${JSON.stringify(options.baseUrl)}`);
     this.opts = {
       apiKey: options.apiKey,
       timeoutMs: options.timeoutMs ?? 60_000,
@@ -89,7 +91,7 @@ export class TinkerClient {
         });
       } catch (e) {
         const err = e as Error & { cause?: { code?: string } };
-        last = new TinkerApiError(0, path, `${err.name === "TimeoutError" ? `timed out after ${timeoutMs} ms` : err.message}${err.cause?.code ? ` (${err.cause.code})` : ""}`);
+        last = new TinkerApiError(0, path, `${err.name === "TimeoutError" ? `timed out after ${timeoutMs} ms` : err.message}${err.cause?.code ? ` (${err.cause.code})` : ""} — is a Tinker server running at ${this.baseUrl}?`);
         continue;
       }
       const text = await res.text();
@@ -102,7 +104,9 @@ export class TinkerClient {
       if (res.ok) return json as T;
       const o = json as { error?: unknown; detail?: unknown };
       const reason = typeof o.error === "string" ? o.error : typeof o.detail === "string" ? o.detail : JSON.stringify(json).slice(0, 500);
-      last = new TinkerApiError(res.status, path, reason);
+      const hint =
+        res.status === 401 ? ` (set the key in the variable policy.tinker.apiKeyEnv names, default TINKER_API_KEY)` : res.status === 404 && /no route/.test(reason) ? ` (is ${this.baseUrl} a Tinker API server root?)` : "";
+      last = new TinkerApiError(res.status, path, reason + hint);
       if (!RETRYABLE(res.status)) throw last;
     }
     throw last!;
