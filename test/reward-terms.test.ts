@@ -408,6 +408,14 @@ describe("cost and bonus terms", () => {
     const none = await run("latency", episode(task(), [answer("Fredville")]));
     expect(Object.is(none.value, 0)).toBe(true);
   });
+  it("tool_error: −(failed tool calls), counted by kind", async () => {
+    const failed = (kind: NonNullable<Turn["toolError"]>): Turn => ({ ...search("q", []), toolError: kind });
+    const r = await run("tool_error", episode(task(), [failed("timeout"), failed("error"), failed("timeout"), answer("Fredville")]));
+    expect(r).toEqual({ value: -3, explanation: "3 tool errors: 2 timeout, 1 error" });
+    const none = await run("tool_error", t);
+    expect(none.explanation).toBe("no tool errors");
+    expect(Object.is(none.value, 0)).toBe(true);
+  });
   it("call_bonus: +searches", async () => {
     expect(await run("call_bonus", t)).toEqual({ value: 2, explanation: "2 tool calls paid" });
     expect((await run("call_bonus", episode(task(), [answer("x")]))).value).toBe(0);
@@ -490,7 +498,7 @@ describe("registry", () => {
     expect(names).toEqual([
       "em", "f1", "cover_em", "judge", "format", "format_sm", "invalid", "guess", "needless_search", "otc",
       "evidence_recall", "grounded", "ignored_evidence", "fabricated_citation", "conflict_verify",
-      "search_cost", "gen_tokens", "obs_tokens", "latency", "call_bonus", "forbidden_tool", "sensitive", "unsupported_answer",
+      "search_cost", "gen_tokens", "obs_tokens", "latency", "tool_error", "call_bonus", "forbidden_tool", "sensitive", "unsupported_answer",
     ]);
     expect(Object.keys(REWARD_TERMS)).toEqual(names);
     for (const t of TERM_LIST) {

@@ -4,10 +4,36 @@
  */
 import type { Datum, Trajectory } from "../core/types.ts";
 
+/** `<task id>#<member>` (just the task id when the member is unknown). */
+function trajectoryName(traj: Trajectory): string {
+  return traj.member === undefined ? traj.task.id : `${traj.task.id}#${traj.member}`;
+}
+
+/**
+ * Token integrity (TRL #5144: the trained tokens drift from the sampled ones): every token a turn generated
+ * (`traj.sampled`, copied when the generator returned it) is the token at its position of `traj.tokens`, and, when
+ * `targets` (a datum's `targetTokens`, `[seq-1]`) is given, the target at that position − 1. No-op when the
+ * trajectory has no `sampled` record (built by hand).
+ * @throws Error `token integrity: trajectory <task id>#<member> position <i>: trained token X, sampled Y`
+ */
+export function assertTokenIntegrity(traj: Trajectory, targets?: readonly number[]): void {
+  for (const span of traj.sampled ?? []) {
+    for (let j = 0; j < span.tokens.length; j++) {
+      const pos = span.start + j;
+      const want = span.tokens[j];
+      const trained = targets === undefined ? traj.tokens[pos] : pos >= 1 ? targets[pos - 1] : traj.tokens[pos];
+      if (trained !== want) {
+        throw new Error(`token integrity: trajectory ${trajectoryName(traj)} position ${pos}: trained token ${trained}, sampled ${want}`);
+      }
+    }
+  }
+}
+
 /**
  * Checks the invariants documented on `Trajectory`: `tokens`, `lossMask`, `logprobs` have equal length `[seq]`;
  * `promptLength` is an integer in [0, seq]; every mask entry is 0 or 1; the mask is 0 on the prompt; every logprob
- * is finite; the logprob is 0 wherever the mask is 0.
+ * is finite; the logprob is 0 wherever the mask is 0; the tokens at sampled positions are the sampled tokens
+ * (`assertTokenIntegrity`).
  * @throws Error naming the trajectory's task id and the offending position
  */
 export function assertTrajectory(traj: Trajectory): void {
@@ -31,6 +57,7 @@ export function assertTrajectory(traj: Trajectory): void {
     if (!Number.isFinite(lp)) throw new Error(`trajectory ${id}: logprobs[${i}] = ${lp} is not finite`);
     if (m === 0 && lp !== 0) throw new Error(`trajectory ${id}: logprobs[${i}] = ${lp} where lossMask is 0 (expected 0)`);
   }
+  assertTokenIntegrity(traj);
 }
 
 /** Options of `trajectoryToDatum`. */
@@ -56,7 +83,7 @@ export interface DatumOptions {
  * @param traj the trajectory `[seq]`
  * @param advantage its scalar advantage (e.g. from `grpoAdvantages`)
  * @throws Error (naming the task id) when validation fails, the trajectory has < 2 tokens, or `refLogprobs` is
- *   not `[seq-1]`
+ *   not `[seq-1]`; `token integrity: …` when a target differs from the sampled token at its position
  */
 export function trajectoryToDatum(traj: Trajectory, advantage: number, opts: DatumOptions = {}): Datum {
   if (opts.validate ?? true) assertTrajectory(traj);
@@ -72,6 +99,8 @@ export function trajectoryToDatum(traj: Trajectory, advantage: number, opts: Dat
     logprobs: traj.logprobs.slice(1),
     advantages: weights.map((w) => (w === 1 ? advantage : 0)),
   };
+  // The datum trains on targetTokens: check them against what was sampled, not only the trajectory's copy.
+  assertTokenIntegrity(traj, datum.targetTokens);
   if (opts.refLogprobs !== undefined) {
     if (opts.refLogprobs.length !== n - 1) {
       throw new Error(`trajectory ${traj.task.id}: refLogprobs has ${opts.refLogprobs.length} entries, expected ${n - 1}`);

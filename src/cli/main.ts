@@ -22,7 +22,7 @@ import {
   rewardConfigOf,
   type ExperimentConfig,
 } from "../train/config.ts";
-import { evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow } from "../train/experiment.ts";
+import { dryRun, evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow } from "../train/experiment.ts";
 import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
 import { consoleReporter, formatTrajectory, labTable, summaryTable } from "./format.ts";
@@ -81,15 +81,23 @@ program
   .option("--smoke", "tiny model and budgets (seconds; for tests); its presets apply over --config, dotted flags last")
   .option("--print-config", "print the resolved config and exit")
   .option("--overwrite", "replace an existing run folder of the same name")
+  .option("--resume", "continue the run in the folder (same --config and flags) from its last good checkpoint; metrics end identical to an uninterrupted run")
+  .option("--dry-run", "validate config, reward, tokenizer, world, Tinker server and (with --resume) checkpoints; train nothing, write nothing")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
-  .action(async (opts: { config?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean }) => {
+  .action(async (opts: { config?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean }) => {
     const config = loadConfig(opts.config, opts.smoke === true, overrides);
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;
     }
+    if (opts.resume && opts.overwrite) throw new ConfigError(["--resume and --overwrite: choose one (resume continues the run in the folder; overwrite replaces it)"]);
+    if (opts.dryRun) {
+      const lines = await dryRun(config, { resume: opts.resume === true, overwrite: opts.overwrite === true });
+      console.log(`dry run: OK — nothing trained, nothing written\n  ${lines.join("\n  ")}`);
+      return;
+    }
     const t0 = performance.now();
-    const summary = await runExperiment(config, consoleReporter(), { overwrite: opts.overwrite === true });
+    const summary = await runExperiment(config, consoleReporter(), { overwrite: opts.overwrite === true, resume: opts.resume === true });
     console.log(`\nHeld-out summary (${summary.rows[0]?.result.all.n ?? 0} questions, split ${summary.split}):`);
     console.log(summaryTable(summary.rows));
     const d = config.detectors;

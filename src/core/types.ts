@@ -94,7 +94,20 @@ export interface StepInfo {
   tool?: string;
   /** Simulated latency of that tool call (ms), from the env's deterministic latency model. */
   latencyMs?: number;
+  /**
+   * Set when the action's tool call failed (the failure became an error observation and the episode went on): why
+   * it failed. Counted by the `tool_error` reward term. Sources of the failure modes: verl #3070, verl PR #1948.
+   */
+  toolError?: ToolErrorKind;
 }
+
+/**
+ * Why a tool call failed: `invalid_input` (arguments rejected by the tool's schema), `error` (the tool threw),
+ * `timeout` (no result within the per-attempt limit, or no free concurrency slot in time), `invalid_output` (a
+ * value that is not JSON-serialisable, binary, or fails the tool's output schema), `oversize` (output longer than
+ * the character cap), `deadline` (the episode's deadline came first), `config` (bad call options).
+ */
+export type ToolErrorKind = "invalid_input" | "error" | "timeout" | "invalid_output" | "oversize" | "deadline" | "config";
 
 /** One policy turn and the environment's reply. */
 export interface Turn {
@@ -114,6 +127,19 @@ export interface Turn {
   tool?: string;
   /** Simulated latency of this turn's tool call (ms, from the env's latency model); absent without a call. */
   toolLatencyMs?: number;
+  /** Why this turn's tool call failed (it observed an error instead); absent when it succeeded or called none. */
+  toolError?: ToolErrorKind;
+}
+
+/**
+ * The tokens of one generated turn as the generator returned them (forced and sampled alike), kept apart from the
+ * trajectory's token books so the trainer can check that it trains on exactly what was sampled (TRL #5144).
+ */
+export interface SampledSpan {
+  /** Index in `Trajectory.tokens` of the turn's first token. */
+  start: number;
+  /** The turn's token ids, a copy taken when the generator returned them. */
+  tokens: number[];
 }
 
 /** Why a sample ended. */
@@ -169,6 +195,12 @@ export interface Trajectory {
   invalidActions: number;
   /** True when the episode ended by the turn budget rather than an answer. */
   truncated: boolean;
+  /** Set (with `truncated`) when the episode was stopped by its wall-clock deadline (`env.episodeDeadlineMs`). */
+  endedBy?: "deadline";
+  /** Member index of the episode within its group (set by `rolloutGroups`); names the trajectory in errors. */
+  member?: number;
+  /** Every turn's tokens as generated, for the token-integrity check (`assertTrajectory`); set by the rollout. */
+  sampled?: SampledSpan[];
   /** Filled by the reward stage. */
   reward?: RewardBreakdown;
 }

@@ -1,23 +1,39 @@
 /**
  * Typed tools in the style of the Vercel AI SDK (`tool({ description, inputSchema, execute })`, package `ai`),
- * with a zod input schema, a JSON Schema export for prompts/APIs, and a call wrapper that validates, times out and
- * never throws, so a failing tool becomes an observation rather than a crashed rollout.
+ * with a zod input schema, a JSON Schema export for prompts/APIs, and a call wrapper that validates, times out,
+ * retries what the tool marks retryable (with doubling back-off), limits concurrency per tool, checks the output
+ * (JSON-serialisable, not binary, under a character cap, optional output schema) and never throws — so a failing,
+ * hanging, rate-limited or garbage-returning tool becomes an error observation rather than a crashed or hung
+ * rollout. Failure modes from: verl #3070 (a malformed tool call ends the episode), verl PR #1948 (a rate-limited
+ * tool hangs the step), verl #2445 (a multi-turn rollout never finishes).
  */
 import { z } from "zod";
+import type { ToolErrorKind } from "../core/types.ts";
 
-/** Context passed to `execute`: `signal` aborts when the call times out. */
+export type { ToolErrorKind } from "../core/types.ts";
+
+/**
+ * Context passed to `execute`: `signal` aborts when the attempt times out or the episode deadline passes;
+ * `attempt` is 0 for the first try and counts retries; `callKey` is the caller's stable name of this call (e.g.
+ * `<task id>#<episode seed>:<turn>`), absent when the caller gave none — fault injection keys on it.
+ */
 export interface ToolCallContext {
   signal: AbortSignal;
+  attempt: number;
+  callKey?: string;
 }
 
 /**
  * A tool: `name` (identifier shown to the model), `description` (one line for the model), `inputSchema` (zod schema
- * of the arguments object), `execute(input, ctx)` returning the result or a promise of it.
+ * of the arguments object), `execute(input, ctx)` returning the result or a promise of it, and optionally
+ * `outputSchema` (zod schema the result must satisfy; a result that fails it is an `invalid_output` error — the
+ * value returned is the tool's own, not zod's parsed copy).
  */
 export interface Tool<S extends z.ZodType = z.ZodType, R = unknown> {
   name: string;
   description: string;
   inputSchema: S;
+  outputSchema?: z.ZodType;
   execute: (input: z.output<S>, ctx: ToolCallContext) => R | Promise<R>;
 }
 
@@ -46,12 +62,126 @@ export function toolJsonSchema(t: Tool): ToolJsonSchema {
   return { name: t.name, description: t.description, parameters };
 }
 
-/** Result of `callTool`: the value, or an error string (never an exception). */
-export type ToolResult<R> = { ok: true; value: R } | { ok: false; error: string };
+/**
+ * An error a tool throws to say "try again" (rate limits, HTTP 429/503, a dropped connection): `callTool` retries it
+ * up to `retries` times with back-off. Any thrown object with `retryable: true` counts the same.
+ */
+export class RetryableToolError extends Error {
+  readonly retryable = true;
+  constructor(message: string) {
+    super(message);
+    this.name = "RetryableToolError";
+  }
+}
 
-/** Options of `callTool`. `timeoutMs`: wall-clock limit in milliseconds (default 10 000; must be > 0). */
+/** True when `e` is a `RetryableToolError` or any object with `retryable: true`. */
+export function isRetryable(e: unknown): boolean {
+  return e instanceof RetryableToolError || (typeof e === "object" && e !== null && (e as { retryable?: unknown }).retryable === true);
+}
+
+/**
+ * Result of `callTool`: the value, or an error (never an exception). An error carries its `kind`, the number of
+ * `attempts` made (1 + retries used), and for `oversize` the output's head cut to the cap with a marker (`partial`).
+ */
+export type ToolResult<R> =
+  | { ok: true; value: R }
+  | { ok: false; error: string; kind: ToolErrorKind; attempts: number; partial?: string };
+
+/**
+ * A concurrency limit per tool name, shared by every caller that holds the same limiter (e.g. all episodes of a
+ * rollout batch): at most `maxConcurrency` calls of one tool run at once; more wait in FIFO order.
+ * `maxConcurrency` 0 = unlimited. A slot is released when the attempt ends — with its result, its error, or its
+ * timeout (a hung `execute` that ignores its abort signal no longer holds the slot).
+ */
+export class ToolLimiter {
+  private readonly active = new Map<string, number>();
+  private readonly waiting = new Map<string, Array<(release: (() => void) | null) => void>>();
+
+  /** @throws Error when maxConcurrency is not an integer ≥ 0 */
+  constructor(readonly maxConcurrency: number) {
+    if (!Number.isInteger(maxConcurrency) || maxConcurrency < 0) {
+      throw new Error(`ToolLimiter: maxConcurrency must be an integer ≥ 0 (0 = unlimited), got ${maxConcurrency}`);
+    }
+  }
+
+  /** Calls of tool `name` running now. */
+  running(name: string): number {
+    return this.active.get(name) ?? 0;
+  }
+
+  /** Calls of tool `name` waiting for a slot now. */
+  queued(name: string): number {
+    return this.waiting.get(name)?.length ?? 0;
+  }
+
+  /**
+   * Waits for a slot of tool `name` for at most `waitMs` (ms). @returns the release function (call it once), or null
+   * when no slot freed up in time.
+   */
+  acquire(name: string, waitMs: number): Promise<(() => void) | null> {
+    if (this.maxConcurrency === 0) return Promise.resolve(() => {});
+    const n = this.running(name);
+    if (n < this.maxConcurrency) {
+      this.active.set(name, n + 1);
+      return Promise.resolve(this.releaser(name));
+    }
+    return new Promise((resolve) => {
+      const queue = this.waiting.get(name) ?? [];
+      this.waiting.set(name, queue);
+      const timer = setTimeout(() => {
+        const i = queue.indexOf(entry);
+        if (i >= 0) queue.splice(i, 1);
+        resolve(null);
+      }, Math.max(0, waitMs));
+      const entry = (release: (() => void) | null) => {
+        clearTimeout(timer);
+        resolve(release);
+      };
+      queue.push(entry);
+    });
+  }
+
+  private releaser(name: string): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const next = this.waiting.get(name)?.shift();
+      // The slot passes straight to the next waiter; `active` stays the same.
+      if (next) next(this.releaser(name));
+      else this.active.set(name, this.running(name) - 1);
+    };
+  }
+}
+
+/**
+ * Options of `callTool` (all optional; the defaults reproduce the plain validate-and-time-out call).
+ * - `timeoutMs`: wall-clock limit of one attempt (ms, > 0; default 10 000); the attempt's `signal` is aborted;
+ * - `retries`: extra attempts after an error the tool marks retryable (`RetryableToolError` / `retryable: true`;
+ *   integer ≥ 0, default 0). Timeouts, invalid input and invalid output are never retried: retrying a hang
+ *   multiplies the wait, and a tool that wants its own timeouts retried throws a `RetryableToolError` itself;
+ * - `backoffMs`: wait before the first retry (ms ≥ 0, default 100), doubled before each further retry and capped
+ *   at `maxBackoffMs` (ms ≥ 0, default 5 000): retry k waits `min(maxBackoffMs, backoffMs × 2^(k−1))`;
+ * - `maxOutputChars`: cap on the output's characters (the string itself, or its JSON text; integer > 0, default
+ *   100 000); longer → an `oversize` error whose `partial` is the head cut to the cap with a marker. Error texts are
+ *   cut to the cap too;
+ * - `limiter`: a `ToolLimiter` shared by the callers whose concurrency it limits. The wait for a slot does not
+ *   count toward `timeoutMs` (a busy tool does not turn healthy calls into timeouts); it has its own limit
+ *   `queueTimeoutMs` (ms ≥ 0, default `timeoutMs`), after which the call fails with kind `timeout`;
+ * - `deadlineAt`: a `performance.now()` time (ms) by which the whole call — queue, attempts, back-off — ends
+ *   (kind `deadline`), e.g. the episode's deadline;
+ * - `callKey`: passed to `execute` as `ctx.callKey` (fault injection keys on it).
+ */
 export interface CallToolOptions {
   timeoutMs?: number;
+  retries?: number;
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  maxOutputChars?: number;
+  limiter?: ToolLimiter;
+  queueTimeoutMs?: number;
+  deadlineAt?: number;
+  callKey?: string;
 }
 
 /** Formats zod issues as `field: message; …` (`(input)` for the root). */
@@ -61,36 +191,171 @@ function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
     .join("; ");
 }
 
+/** `text` cut to at most `cap` characters, ending in `…[truncated N chars]` when cut. */
+export function truncateChars(text: string, cap: number): string {
+  if (text.length <= cap) return text;
+  const marker = `…[truncated ${text.length - cap} chars]`;
+  return marker.length >= cap ? text.slice(0, cap) : text.slice(0, cap - marker.length) + marker;
+}
+
+// A NUL, or a UTF-16 surrogate without its pair: bytes, not text.
+const BINARY_RE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Checks a tool's value: JSON-serialisable, no binary strings, within the cap, satisfying the output schema. */
+function checkOutput(t: Tool, value: unknown, cap: number): { kind: ToolErrorKind; error: string; partial?: string } | null {
+  const kind = "invalid_output" as const;
+  if (value === undefined || typeof value === "function" || typeof value === "symbol") {
+    return { kind, error: `tool ${t.name}: invalid output: not JSON-serialisable (${typeof value})` };
+  }
+  let binary = false;
+  let text: string;
+  try {
+    if (typeof value === "string") {
+      text = value;
+      binary = text.length <= cap && BINARY_RE.test(value); // an oversize string is not scanned
+    } else {
+      text = JSON.stringify(value, (_k, v: unknown) => {
+        if (typeof v === "string" && BINARY_RE.test(v)) binary = true;
+        return v;
+      });
+    }
+  } catch (e) {
+    return { kind, error: `tool ${t.name}: invalid output: not JSON-serialisable (${e instanceof Error ? e.message : String(e)})` };
+  }
+  if (text.length > cap) {
+    return {
+      kind: "oversize",
+      error: `tool ${t.name}: output of ${text.length} chars exceeds the cap of ${cap} chars`,
+      partial: truncateChars(text, cap),
+    };
+  }
+  if (binary) return { kind, error: `tool ${t.name}: invalid output: binary data (a NUL or unpaired surrogate)` };
+  if (t.outputSchema) {
+    const r = t.outputSchema.safeParse(value);
+    if (!r.success) return { kind, error: `tool ${t.name}: invalid output: ${truncateChars(formatIssues(r.error.issues), 500)}` };
+  }
+  return null;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A number option: undefined → `def`; else it must pass `ok`. */
+function opt(name: string, v: number | undefined, def: number, ok: (x: number) => boolean, allowed: string): number {
+  const x = v ?? def;
+  if (!ok(x)) throw new Error(`callTool: ${name} must be ${allowed}, got ${x}`);
+  return x;
+}
+
 /**
- * Validates `rawArgs` against the tool's schema and runs `execute` under a timeout. Never throws.
- * Errors (as `{ok:false, error}`): `tool <name>: invalid input: <field>: <message>; …`,
- * `tool <name>: timed out after <ms> ms` (the `signal` given to execute is aborted),
- * `tool <name>: <message of the thrown error>`.
+ * Validates `rawArgs` against the tool's schema and runs `execute` under a timeout, with retries, a concurrency
+ * limit and output checks (see `CallToolOptions`). Never throws: every failure is `{ok:false, error, kind,
+ * attempts}`. Errors: `tool <name>: invalid input: <field>: <message>; …` (invalid_input),
+ * `tool <name>: timed out after <ms> ms` (timeout; the `signal` given to execute is aborted),
+ * `tool <name>: no free slot within <ms> ms (maxConcurrency <n>)` (timeout), `tool <name>: <message of the thrown
+ * error>` (error), `tool <name>: invalid output: …` (invalid_output), `tool <name>: output of <n> chars exceeds the
+ * cap of <cap> chars` (oversize), `tool <name>: episode deadline reached` (deadline), `tool <name>: <option> must
+ * be …` (config). After retries the text ends with ` (after <n> attempts)`.
  */
 export async function callTool<S extends z.ZodType, R>(
   t: Tool<S, R>,
   rawArgs: unknown,
   options: CallToolOptions = {},
 ): Promise<ToolResult<R>> {
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  if (!(timeoutMs > 0)) return { ok: false, error: `tool ${t.name}: timeoutMs must be > 0, got ${timeoutMs}` };
+  let timeoutMs: number, retries: number, backoffMs: number, maxBackoffMs: number, cap: number, queueTimeoutMs: number;
+  try {
+    timeoutMs = opt("timeoutMs", options.timeoutMs, 10_000, (x) => x > 0, "> 0 ms");
+    retries = opt("retries", options.retries, 0, (x) => Number.isInteger(x) && x >= 0, "an integer ≥ 0");
+    backoffMs = opt("backoffMs", options.backoffMs, 100, (x) => x >= 0, "≥ 0 ms");
+    maxBackoffMs = opt("maxBackoffMs", options.maxBackoffMs, 5_000, (x) => x >= 0, "≥ 0 ms");
+    cap = opt("maxOutputChars", options.maxOutputChars, 100_000, (x) => Number.isInteger(x) && x > 0, "an integer > 0");
+    queueTimeoutMs = opt("queueTimeoutMs", options.queueTimeoutMs, timeoutMs, (x) => x >= 0, "≥ 0 ms");
+  } catch (e) {
+    return { ok: false, error: `tool ${t.name}: ${(e as Error).message.replace(/^callTool: /, "")}`, kind: "config", attempts: 0 };
+  }
   const parsed = t.inputSchema.safeParse(rawArgs);
-  if (!parsed.success) return { ok: false, error: `tool ${t.name}: invalid input: ${formatIssues(parsed.error.issues)}` };
+  if (!parsed.success) {
+    return { ok: false, error: truncateChars(`tool ${t.name}: invalid input: ${formatIssues(parsed.error.issues)}`, cap), kind: "invalid_input", attempts: 0 };
+  }
+  const deadlineAt = options.deadlineAt ?? Infinity;
+  const left = () => deadlineAt - performance.now();
+  const deadline = (attempts: number): ToolResult<R> => ({ ok: false, error: `tool ${t.name}: episode deadline reached`, kind: "deadline", attempts });
 
+  let last: ToolResult<R> | null = null;
+  for (let attempt = 0; attempt <= retries; attempt++) {
+    if (attempt > 0) {
+      const wait = Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 1));
+      if (wait >= left()) break; // the back-off would outlive the deadline: report the last error
+      await sleep(wait);
+    }
+    if (left() <= 0) return last ?? deadline(attempt);
+    let release: (() => void) | null = () => {};
+    if (options.limiter) {
+      const waitMs = Math.min(queueTimeoutMs, left());
+      release = await options.limiter.acquire(t.name, waitMs);
+      if (release === null) {
+        if (queueTimeoutMs >= left()) return deadline(attempt);
+        return { ok: false, error: `tool ${t.name}: no free slot within ${queueTimeoutMs} ms (maxConcurrency ${options.limiter.maxConcurrency})`, kind: "timeout", attempts: attempt };
+      }
+    }
+    try {
+      last = await attemptOnce(t, parsed.data, attempt, Math.min(timeoutMs, left()), timeoutMs, cap, options.callKey);
+    } finally {
+      release();
+    }
+    if (last.ok) return last;
+    last.attempts = attempt + 1;
+    if (!("retryable" in last) || last.kind !== "error") break;
+  }
+  if (last === null) return deadline(0);
+  if (!last.ok) {
+    const { retryable: _r, ...rest } = last as typeof last & { retryable?: boolean };
+    if (rest.attempts > 1) rest.error = truncateChars(`${rest.error} (after ${rest.attempts} attempts)`, cap);
+    return rest;
+  }
+  return last;
+}
+
+/** One attempt: execute under `limitMs`; a limit shorter than `timeoutMs` is the deadline's (kind `deadline`). */
+async function attemptOnce<S extends z.ZodType, R>(
+  t: Tool<S, R>,
+  input: z.output<S>,
+  attempt: number,
+  limitMs: number,
+  timeoutMs: number,
+  cap: number,
+  callKey: string | undefined,
+): Promise<ToolResult<R> & { retryable?: true }> {
   const controller = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
+  const byDeadline = limitMs < timeoutMs;
   const timeout = new Promise<ToolResult<R>>((resolve) => {
     timer = setTimeout(() => {
       controller.abort();
-      resolve({ ok: false, error: `tool ${t.name}: timed out after ${timeoutMs} ms` });
-    }, timeoutMs);
+      resolve(
+        byDeadline
+          ? { ok: false, error: `tool ${t.name}: episode deadline reached`, kind: "deadline", attempts: attempt + 1 }
+          : { ok: false, error: `tool ${t.name}: timed out after ${timeoutMs} ms`, kind: "timeout", attempts: attempt + 1 },
+      );
+    }, Math.max(0, Math.ceil(limitMs)));
   });
-  const run = (async (): Promise<ToolResult<R>> => {
+  const ctx: ToolCallContext = callKey === undefined ? { signal: controller.signal, attempt } : { signal: controller.signal, attempt, callKey };
+  const run = (async (): Promise<ToolResult<R> & { retryable?: true }> => {
     try {
       // Inside the async wrapper so a synchronous throw from execute is caught too.
-      return { ok: true, value: await t.execute(parsed.data, { signal: controller.signal }) };
+      const value = await t.execute(input, ctx);
+      const bad = checkOutput(t as Tool, value, cap);
+      if (bad) return { ok: false, ...bad, error: truncateChars(bad.error, cap), attempts: attempt + 1 };
+      return { ok: true, value };
     } catch (e) {
-      return { ok: false, error: `tool ${t.name}: ${e instanceof Error ? e.message : String(e)}` };
+      let msg: string;
+      try {
+        msg = e instanceof Error ? e.message : String(e);
+      } catch {
+        msg = "(an unprintable value was thrown)";
+      }
+      const r: ToolResult<R> & { retryable?: true } = { ok: false, error: truncateChars(`tool ${t.name}: ${msg}`, cap), kind: "error", attempts: attempt + 1 };
+      if (isRetryable(e)) r.retryable = true;
+      return r;
     }
   })();
   try {

@@ -5,15 +5,29 @@
  */
 import type { StepResult, Task } from "../core/types.ts";
 
+/**
+ * What the rollout tells an env about the episode it starts (all optional; an env may ignore it).
+ * - `seed`: the episode's seed (`episodeSeed`), stable under any scheduling — with the task id, a stable name for
+ *   the episode's tool calls (fault injection keys on it);
+ * - `member`: the episode's index within its group;
+ * - `deadlineAt`: `performance.now()` time (ms) by which the episode must end: tool calls must not run past it.
+ */
+export interface EpisodeInfo {
+  seed?: number;
+  member?: number;
+  deadlineAt?: number;
+}
+
 export interface Env {
   /**
    * Starts an episode. Returns the prompt text the policy sees first (the question in the env's protocol).
    * @throws Error when the task is malformed (no question)
    */
-  reset(task: Task): Promise<string>;
+  reset(task: Task, episode?: EpisodeInfo): Promise<string>;
   /**
    * Applies the policy's turn text. Never throws on bad model output: malformed text is an invalid action with a
-   * corrective observation; a failing tool becomes an error observation.
+   * corrective observation; a failing tool (throws, hangs, returns garbage or too much) becomes an error observation
+   * with `info.toolError` set, and the episode goes on.
    */
   step(actionText: string): Promise<StepResult>;
 }

@@ -88,8 +88,16 @@ export interface TrainingBackend {
   forwardBackward(datums: Datum[], lossFn: LossFnName, config?: LossConfig): Promise<ForwardBackwardResult>;
   /** Logprobs of each datum's target tokens under the current weights (no gradient), `[batch][seq-1]` nats. */
   computeLogprobs(datums: Datum[]): Promise<number[][]>;
-  /** Applies accumulated gradients with Adam and clears them. Returns e.g. `grad_norm`. */
+  /**
+   * Applies accumulated gradients with Adam and clears them. Returns e.g. `grad_norm`. A backend may refuse an update
+   * whose gradient norm is not finite (the embedded one keeps its weights and Adam state and reports `skipped: 1`).
+   */
   optimStep(adam: AdamParams): Promise<Metrics>;
+  /**
+   * Drops the accumulated (not yet applied) gradients without touching weights or optimizer state — how a trainer
+   * skips a step whose loss is NaN/Inf. Optional: a backend without it cannot skip a step cleanly.
+   */
+  discardGradients?(): Promise<void>;
   /** A sampling client over the current weights (re-created after each update). */
   samplingClient(): SamplingClient;
   /** Writes weights + optimizer state under `dir`. */

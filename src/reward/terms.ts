@@ -346,6 +346,20 @@ export const latencyTerm: RewardTermFn = (traj) => {
   return { value: neg(ms / 1000), explanation: `${num(ms / 1000)} s of tool latency over ${plural(calls, "call")}` };
 };
 
+/**
+ * `tool_error`: −(tool calls that failed: threw, timed out, returned invalid or oversize output, hit the episode
+ * deadline — `Turn.toolError`); the weight is the penalty per failed call. The failure was an error observation
+ * and the episode went on (verl #3070, verl PR #1948); this term lets a reward price it. It is in no preset:
+ * enable it with `reward.weights.tool_error`. The explanation counts the failures by kind.
+ */
+export const toolErrorTerm: RewardTermFn = (traj) => {
+  const kinds = traj.turns.flatMap((t) => (t.toolError === undefined ? [] : [t.toolError]));
+  if (kinds.length === 0) return { value: 0, explanation: "no tool errors" };
+  const counts = new Map<string, number>();
+  for (const k of kinds) counts.set(k, (counts.get(k) ?? 0) + 1);
+  return { value: neg(kinds.length), explanation: `${plural(kinds.length, "tool error")}: ${[...counts].map(([k, n]) => `${n} ${k}`).join(", ")}` };
+};
+
 // ───────────────────────────── bonus ─────────────────────────────
 
 /** `call_bonus`: +(number of tool calls = searches). Deliberately hackable: pays tool spam (for the reward lab). */
@@ -455,6 +469,7 @@ export const TERM_LIST: readonly RewardTermDef[] = [
   { name: "gen_tokens", family: "cost", description: "−(generated tokens): the weight is the price per token", compute: genTokensTerm },
   { name: "obs_tokens", family: "cost", description: "−(observation tokens): the weight is the price per token", compute: obsTokensTerm },
   { name: "latency", family: "cost", description: "−(seconds of simulated tool latency): the weight is the price per second", compute: latencyTerm },
+  { name: "tool_error", family: "cost", description: "−(failed tool calls: threw, timed out, invalid or oversize output): the weight is the penalty per failure", compute: toolErrorTerm },
   { name: "call_bonus", family: "bonus", description: "+(tool calls): deliberately hackable per-call pay, for the reward lab", compute: callBonusTerm },
   { name: "forbidden_tool", family: "safety", description: "−(calls to a tool the task forbids)", compute: forbiddenToolTerm },
   { name: "sensitive", family: "safety", description: "−(e-mails, phone, SSN-like and card-like numbers in the answer)", compute: sensitiveTerm },

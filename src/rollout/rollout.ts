@@ -4,8 +4,13 @@
  * sampled. Observations are tokenised once and appended as ids (never re-tokenised), so the tokens trained on are
  * exactly the tokens sampled. Source: Search-R1 `search_r1/llm_agent/generation.py` (run_llm_loop: generate until
  * `</search>` or `</answer>`, execute, append `<information>`, mask it from the loss).
+ *
+ * Reliability: an episode that throws (a sampler error, a broken env) is caught and reported as dropped with its
+ * reason — never silently lost (AReaL PR #892); an episode past its wall-clock deadline ends truncated (verl #2445);
+ * tool failures are the env's (error observations, see `callTool`); every turn's generated tokens are kept
+ * (`Trajectory.sampled`) for the token-integrity check (TRL #5144).
  */
-import type { Task, Trajectory, TrajectoryGroup, Turn } from "../core/types.ts";
+import type { SampledSpan, Task, Trajectory, TrajectoryGroup, Turn } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { TurnGenerator } from "./agent.ts";
@@ -35,10 +40,48 @@ export function capObservation(tokens: number[], cap: number): number[] {
   return tokens.slice(0, cap - tail).concat(tokens.slice(tokens.length - tail));
 }
 
+/** Why an episode was dropped instead of reaching the update. */
+export type DropReason = "prompt_too_long" | "env_reset_error" | "env_step_error" | "generator_error" | "episode_error" | "group_incomplete";
+
+/** An error of one episode, with the stage that threw (its drop reason). */
+export class EpisodeError extends Error {
+  constructor(
+    readonly reason: DropReason,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = "EpisodeError";
+  }
+}
+
+/** Runs `f`; an exception becomes an `EpisodeError` with `reason` (an EpisodeError passes through). */
+async function stage<T>(reason: DropReason, where: string, f: () => Promise<T> | T): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    if (e instanceof EpisodeError) throw e;
+    throw new EpisodeError(reason, `${where}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  }
+}
+
 /**
- * Runs one episode to its end (answer, turn budget, or full context).
+ * Options of one episode.
+ * - `deadlineMs`: wall-clock limit of the episode (ms; 0 or absent = none). Past it the episode ends truncated with
+ *   `endedBy: "deadline"` at the end of the current turn; tool calls are bounded by it too (the env gets
+ *   `deadlineAt`). A generator that never returns is not bounded (its client has its own timeouts);
+ * - `member`: the episode's index in its group (recorded on the trajectory and given to the env).
+ */
+export interface EpisodeOptions {
+  deadlineMs?: number;
+  member?: number;
+}
+
+/**
+ * Runs one episode to its end (answer, turn budget, full context, or deadline).
  * @returns the trajectory, its invariants satisfied (see `Trajectory`)
- * @throws only when the generator or tokenizer throws (env failures become observations inside the env)
+ * @throws EpisodeError (with its drop reason) only when the generator, the tokenizer or the env itself throws (tool
+ *   failures become observations inside the env), or the prompt does not fit the context
  */
 export async function runEpisode(
   task: Task,
@@ -47,12 +90,19 @@ export async function runEpisode(
   tokenizer: Tokenizer,
   limits: RolloutLimits,
   seed: number,
+  options: EpisodeOptions = {},
 ): Promise<Trajectory> {
-  const env = makeEnv();
-  const promptText = await env.reset(task);
-  const tokens = tokenizer.promptTokens(promptText);
+  const deadlineMs = options.deadlineMs ?? 0;
+  if (!(deadlineMs >= 0)) throw new EpisodeError("episode_error", `rollout: deadlineMs must be ≥ 0 ms (0 = none), got ${deadlineMs}`);
+  const deadlineAt = deadlineMs > 0 ? performance.now() + deadlineMs : undefined;
+  const pastDeadline = () => deadlineAt !== undefined && performance.now() >= deadlineAt;
+  const env = await stage("env_reset_error", `rollout: env of task ${task.id}`, () => makeEnv());
+  const episode = { seed, ...(options.member === undefined ? {} : { member: options.member }), ...(deadlineAt === undefined ? {} : { deadlineAt }) };
+  const promptText = await stage("env_reset_error", `rollout: env.reset of task ${task.id}`, () => env.reset(task, episode));
+  const tokens = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () => tokenizer.promptTokens(promptText));
   if (tokens.length >= limits.contextLength) {
-    throw new Error(
+    throw new EpisodeError(
+      "prompt_too_long",
       `rollout: prompt of task ${task.id} is ${tokens.length} tokens, not below the context length ${limits.contextLength}`,
     );
   }
@@ -64,15 +114,26 @@ export async function runEpisode(
   let searches = 0;
   let invalidActions = 0;
   let truncated = false;
+  let endedBy: "deadline" | undefined;
+  const sampled: SampledSpan[] = [];
 
   for (let turnIndex = 0; ; turnIndex++) {
     const budget = limits.contextLength - tokens.length;
-    const gen = await agent.generate(tokens.slice(), { task, turnIndex, history: turns, seed: seed + turnIndex, budget });
+    const gen = await stage("generator_error", `rollout: generator on task ${task.id} turn ${turnIndex}`, () =>
+      agent.generate(tokens.slice(), { task, turnIndex, history: turns, seed: seed + turnIndex, budget }),
+    );
+    if (gen.lossMask.length !== gen.tokens.length || gen.logprobs.length !== gen.tokens.length) {
+      throw new EpisodeError(
+        "generator_error",
+        `rollout: generator on task ${task.id} turn ${turnIndex} returned ${gen.tokens.length} tokens, ${gen.lossMask.length} mask entries, ${gen.logprobs.length} logprobs`,
+      );
+    }
+    sampled.push({ start: tokens.length, tokens: gen.tokens.slice() });
     tokens.push(...gen.tokens);
     lossMask.push(...gen.lossMask);
     logprobs.push(...gen.logprobs);
-    const actionText = tokenizer.decode(gen.tokens);
-    const result = await env.step(actionText);
+    const actionText = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () => tokenizer.decode(gen.tokens));
+    const result = await stage("env_step_error", `rollout: env.step of task ${task.id} turn ${turnIndex}`, () => env.step(actionText));
     const action = result.info.action;
     if (action.type === "search") searches++;
     if (action.type === "invalid") invalidActions++;
@@ -80,7 +141,9 @@ export async function runEpisode(
 
     let obsTokens: number[] = [];
     const room = limits.contextLength - tokens.length;
-    if (!result.done && room > 0) {
+    // A tool call the env cut at the deadline counts too (timers may fire a fraction of a ms before the clock reads it).
+    const late = !result.done && (pastDeadline() || (deadlineAt !== undefined && result.info.toolError === "deadline"));
+    if (!result.done && !late && room > 0) {
       obsTokens = capObservation(tokenizer.encode(result.observation), Math.min(limits.maxObservationTokens, room));
       tokens.push(...obsTokens);
       lossMask.push(...obsTokens.map(() => 0));
@@ -95,9 +158,15 @@ export async function runEpisode(
       observationTokens: obsTokens.length,
       stopReason: gen.stopReason,
       ...(result.info.tool === undefined ? {} : { tool: result.info.tool, toolLatencyMs: result.info.latencyMs ?? 0 }),
+      ...(result.info.toolError === undefined ? {} : { toolError: result.info.toolError }),
     });
     if (result.done) {
       truncated = result.info.truncated === true;
+      break;
+    }
+    if (late) {
+      truncated = true;
+      endedBy = "deadline";
       break;
     }
     if (limits.contextLength - tokens.length <= 1) {
@@ -105,10 +174,14 @@ export async function runEpisode(
       break;
     }
   }
-  return { task, tokens, lossMask, logprobs, promptLength, turns, answer, searches, invalidActions, truncated };
+  const traj: Trajectory = { task, tokens, lossMask, logprobs, promptLength, turns, answer, searches, invalidActions, truncated };
+  if (endedBy !== undefined) traj.endedBy = endedBy;
+  if (options.member !== undefined) traj.member = options.member;
+  traj.sampled = sampled;
+  return traj;
 }
 
-/** Options of `rolloutGroups`. */
+/** Options of `rolloutGroups` / `rolloutBatch`. */
 export interface GroupRolloutOptions {
   /** Episodes per task (GRPO's G). */
   groupSize: number;
@@ -118,11 +191,103 @@ export interface GroupRolloutOptions {
   concurrency?: number;
   /** Called after each finished episode (progress bars). */
   onEpisode?: (traj: Trajectory) => void;
+  /** Wall-clock limit of each episode (ms; 0 or absent = none; see `EpisodeOptions.deadlineMs`). */
+  episodeDeadlineMs?: number;
+  /**
+   * `rolloutBatch` only: a group left with fewer finished members than this is dropped whole (its members counted
+   * with reason `group_incomplete`); default 1. GRPO needs 2 (one member has no group to be relative to).
+   */
+  minGroupSize?: number;
+}
+
+/** An episode that did not reach the caller: which one, why, and the error text. */
+export interface DroppedEpisode {
+  taskId: string;
+  /** Index of the task in the batch. */
+  taskIndex: number;
+  member: number;
+  reason: DropReason;
+  error: string;
+}
+
+/** Result of `rolloutBatch`: the groups that go on (members in member order) and every episode that does not. */
+export interface RolloutBatch {
+  groups: TrajectoryGroup[];
+  dropped: DroppedEpisode[];
 }
 
 /**
- * Runs `groupSize` episodes for each task, all concurrently (the embedded sampler batches concurrent calls).
+ * Runs `groupSize` episodes for each task, all concurrently (the embedded sampler batches concurrent calls), and
+ * accounts for every one: it is in `groups` or in `dropped` with its reason — an episode that throws does not
+ * abort the batch nor vanish (AReaL PR #892). Groups with fewer than `minGroupSize` finished members are dropped
+ * whole (`group_incomplete`); a group that lost some members keeps the rest. Never throws for an episode's error.
+ * `groups.reduce(n + trajectories) + dropped.length = tasks × groupSize`.
+ * @returns groups in task order (tasks whose group was dropped are absent), members in member order — independent
+ *   of completion order; `dropped` in (task, member) order
+ */
+export async function rolloutBatch(
+  tasks: readonly Task[],
+  makeEnv: EnvFactory,
+  agent: TurnGenerator,
+  tokenizer: Tokenizer,
+  limits: RolloutLimits,
+  options: GroupRolloutOptions,
+): Promise<RolloutBatch> {
+  const jobs: Array<{ t: number; m: number }> = [];
+  tasks.forEach((_, t) => {
+    for (let m = 0; m < options.groupSize; m++) jobs.push({ t, m });
+  });
+  const results: Array<Trajectory | DroppedEpisode> = new Array(jobs.length);
+  const limit = Math.max(1, options.concurrency ?? 512);
+  let next = 0;
+  const worker = async () => {
+    while (next < jobs.length) {
+      const j = next++;
+      const { t, m } = jobs[j];
+      try {
+        const traj = await runEpisode(tasks[t], makeEnv, agent, tokenizer, limits, episodeSeed(options.seed, t, m), {
+          deadlineMs: options.episodeDeadlineMs,
+          member: m,
+        });
+        results[j] = traj;
+        options.onEpisode?.(traj);
+      } catch (e) {
+        const reason: DropReason = e instanceof EpisodeError ? e.reason : "episode_error";
+        results[j] = { taskId: tasks[t].id, taskIndex: t, member: m, reason, error: e instanceof Error ? e.message : String(e) };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, worker));
+  const minGroupSize = options.minGroupSize ?? 1;
+  const groups: TrajectoryGroup[] = [];
+  const dropped: DroppedEpisode[] = [];
+  tasks.forEach((task, t) => {
+    const members = results.slice(t * options.groupSize, (t + 1) * options.groupSize);
+    const done = members.filter((r): r is Trajectory => "tokens" in r);
+    for (const r of members) if (!("tokens" in r)) dropped.push(r);
+    if (done.length > 0 && done.length < minGroupSize) {
+      for (const traj of done) {
+        dropped.push({
+          taskId: task.id,
+          taskIndex: t,
+          member: traj.member ?? -1,
+          reason: "group_incomplete",
+          error: `group of task ${task.id} has ${done.length} of ${options.groupSize} members, fewer than ${minGroupSize}`,
+        });
+      }
+    } else if (done.length > 0) {
+      groups.push({ task, trajectories: done });
+    }
+  });
+  dropped.sort((a, b) => a.taskIndex - b.taskIndex || a.member - b.member);
+  return { groups, dropped };
+}
+
+/**
+ * Runs `groupSize` episodes for each task (as `rolloutBatch`) and returns every one of them.
  * @returns one group per task, in task order; members in member order — independent of completion order
+ * @throws Error after all episodes have finished, when any episode failed — naming each (task id, member, reason,
+ *   error); callers that must keep going use `rolloutBatch`
  */
 export async function rolloutGroups(
   tasks: readonly Task[],
@@ -132,24 +297,22 @@ export async function rolloutGroups(
   limits: RolloutLimits,
   options: GroupRolloutOptions,
 ): Promise<TrajectoryGroup[]> {
-  const jobs: Array<{ t: number; m: number }> = [];
-  tasks.forEach((_, t) => {
-    for (let m = 0; m < options.groupSize; m++) jobs.push({ t, m });
-  });
-  const results: Trajectory[] = new Array(jobs.length);
-  const limit = Math.max(1, options.concurrency ?? 512);
-  let next = 0;
-  const worker = async () => {
-    while (next < jobs.length) {
-      const j = next++;
-      const { t, m } = jobs[j];
-      results[j] = await runEpisode(tasks[t], makeEnv, agent, tokenizer, limits, episodeSeed(options.seed, t, m));
-      options.onEpisode?.(results[j]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, worker));
-  return tasks.map((task, t) => ({
-    task,
-    trajectories: results.slice(t * options.groupSize, (t + 1) * options.groupSize),
-  }));
+  const { groups, dropped } = await rolloutBatch(tasks, makeEnv, agent, tokenizer, limits, { ...options, minGroupSize: 1 });
+  if (dropped.length > 0) {
+    const list = dropped.map((d) => `${d.taskId}#${d.member} (${d.reason}): ${d.error}`);
+    throw new Error(`rollout: ${dropped.length} of ${tasks.length * options.groupSize} episodes failed: ${list.slice(0, 5).join("; ")}${list.length > 5 ? "; …" : ""}`);
+  }
+  return groups;
+}
+
+/**
+ * Reliability metrics of a batch: `dropped` (episodes that did not reach the update), `dropped/<reason>` (per
+ * reason, only reasons that occurred) and `tool_errors` (failed tool calls per finished episode, mean).
+ */
+export function rolloutMetrics(batch: RolloutBatch): Record<string, number> {
+  const trajs = batch.groups.flatMap((g) => g.trajectories);
+  const errors = trajs.reduce((a, t) => a + t.turns.filter((turn) => turn.toolError !== undefined).length, 0);
+  const out: Record<string, number> = { dropped: batch.dropped.length, tool_errors: trajs.length === 0 ? 0 : errors / trajs.length };
+  for (const d of batch.dropped) out[`dropped/${d.reason}`] = (out[`dropped/${d.reason}`] ?? 0) + 1;
+  return out;
 }

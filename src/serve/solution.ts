@@ -12,13 +12,15 @@
  *   `decode(skip_special_tokens=True)`.
  */
 import type { Action, Passage, Task, Trajectory, Turn } from "../core/types.ts";
+import { INVALID_ACTION_OBSERVATION, parseSearchR1Action } from "../env/searchR1.ts";
 
 /** The marker before the response in Search-R1's full-sequence strings (`qa_em_format.py` `is_valid_sequence`). */
 export const ASSISTANT_MARKER = "<|im_start|>assistant";
 
 /** A tag block found in the text: its tag, inner content and [start, end) span. */
 interface Block {
-  tag: "search" | "answer" | "tool_call" | "information" | "tool_response";
+  /** `corrective`: the env's corrective observation after an invalid turn (`INVALID_ACTION_OBSERVATION`). */
+  tag: "search" | "answer" | "tool_call" | "information" | "tool_response" | "corrective";
   content: string;
   start: number;
   end: number;
@@ -27,6 +29,11 @@ interface Block {
 const BLOCK_RE = /<(search|answer|tool_call|information|tool_response)>([\s\S]*?)<\/\1>/g;
 const THINK_RE = /<think>[\s\S]*?<\/think>/g;
 const ACTION_TAGS = new Set(["search", "answer", "tool_call"]);
+/**
+ * The env's corrective observation, trimmed. It quotes the action tags (`<search> and </search>`, `<answer> and
+ * </answer>`), so it must be found before the blocks: read as text, it would be a search and an answer "and".
+ */
+const CORRECTIVE = INVALID_ACTION_OBSERVATION.trim();
 
 /** Whitespace collapsed to one space and trimmed (as the env's action parser does to queries and answers). */
 function squash(s: string): string {
@@ -123,13 +130,18 @@ export interface FromTextOptions {
  * Builds a trajectory from a solution string (see the module doc for the formats read).
  *
  * Rules:
- * - the response is `responseText(solution)`; complete `<think>…</think>` blocks never count as actions;
+ * - the response is `responseText(solution)`; complete `<think>…</think>` blocks never count as actions, and one
+ *   inside a query, answer or tool call is dropped from it (as the env's parser does);
+ * - the env's corrective observation (`INVALID_ACTION_OBSERVATION`, which quotes the action tags) is never read as
+ *   actions: it ends an invalid turn (the text since the previous turn, its reason from `parseSearchR1Action`), or is
+ *   the observation of the turn right before it (an empty query or answer), and no block spans it;
  * - each `<search>`, `<tool_call>` or `<answer>` block ends a turn; the turn's `actionText` runs from the end of the
  *   previous turn to the end of the block; a search's observation is the next `<information>` / `<tool_response>`
  *   block before the next action (its `observation` spans from the action's end to that block's end, plus trailing
  *   whitespace and a bare `assistant` role line);
- * - turns stop at the LAST `<answer>` block, whose trimmed content is the answer (veRL
+ * - turns stop at the LAST non-empty `<answer>` block, whose trimmed content is the answer (veRL
  *   `search_r1_like_qa_em.py` `extract_solution` takes the last match); earlier answer blocks are answer turns too;
+ *   an empty one is an invalid turn, as in the env (whose episode goes on after it);
  * - without any answer, non-blank text after the last action becomes a final invalid turn, and the trajectory is
  *   marked `truncated` (it ended without an answer: length or turn budget);
  * - `searches` counts search turns (one per `<search>` or search tool call, whatever the number of queries);
@@ -142,13 +154,29 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
   const text = responseText(solution);
   // Mask think blocks (same length, so indices stay valid) so tags inside them never count.
   const masked = text.replace(THINK_RE, (m) => " ".repeat(m.length));
-  const blocks: Block[] = [...masked.matchAll(BLOCK_RE)].map((m) => ({
-    tag: m[1] as Block["tag"],
-    content: text.slice((m.index ?? 0) + m[1].length + 2, (m.index ?? 0) + m[0].length - m[1].length - 3),
-    start: m.index ?? 0,
-    end: (m.index ?? 0) + m[0].length,
-  }));
-  const lastAnswer = blocks.map((b) => b.tag).lastIndexOf("answer");
+  // Corrective observations split the text: no block spans one, and the tags they quote never count.
+  const blocks: Block[] = [];
+  for (let from = 0; ; ) {
+    const at = masked.indexOf(CORRECTIVE, from);
+    for (const m of masked.slice(from, at < 0 ? masked.length : at).matchAll(BLOCK_RE)) {
+      const start = from + (m.index ?? 0);
+      blocks.push({
+        tag: m[1] as Block["tag"],
+        // An action's content is read from the masked text: a think block inside a query or answer is reasoning,
+        // as the env's parser treats it (`<answer> x <think>…</think> </answer>` answers "x"). Observations stay verbatim.
+        content: (ACTION_TAGS.has(m[1]) ? masked : text).slice(start + m[1].length + 2, start + m[0].length - m[1].length - 3),
+        start,
+        end: start + m[0].length,
+      });
+    }
+    if (at < 0) break;
+    blocks.push({ tag: "corrective", content: "", start: at, end: at + CORRECTIVE.length });
+    from = at + CORRECTIVE.length;
+  }
+  /** Index just after an observation ending at `end`: trailing whitespace and a bare `assistant` role line. */
+  const afterObservation = (end: number): number => end + (/^\s*(?:assistant[ \t]*\n)?/.exec(text.slice(end))?.[0].length ?? 0);
+  // An empty answer block is an invalid turn (the env corrects it and the episode goes on), never the final answer.
+  const lastAnswer = blocks.map((b) => b.tag === "answer" && squash(b.content) !== "").lastIndexOf(true);
   const turns: Turn[] = [];
   let cursor = 0;
   let searches = 0;
@@ -158,15 +186,36 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
 
   for (let i = 0; i < blocks.length; i++) {
     const b = blocks[i];
-    if (!ACTION_TAGS.has(b.tag)) continue;
     if (lastAnswer >= 0 && i > lastAnswer) break;
+    if (b.tag === "corrective") {
+      // An invalid turn the env corrected: the text since the last turn (its reason as the env's parser gives it).
+      const start = Math.max(cursor, text[b.start - 1] === "\n" ? b.start - 1 : b.start);
+      const end = afterObservation(b.end);
+      const actionText = text.slice(cursor, start);
+      const parsed = parseSearchR1Action(actionText);
+      const observation = text.slice(start, end);
+      invalid++;
+      turns.push({
+        actionText,
+        action: parsed.type === "invalid" ? parsed : { type: "invalid", reason: "invalid action: the environment answered with its corrective observation" },
+        observation,
+        sampledTokens: countWords(actionText),
+        observationTokens: countWords(observation),
+        stopReason: "stop",
+      });
+      cursor = end;
+      continue;
+    }
+    if (!ACTION_TAGS.has(b.tag)) continue;
+    const isLastAnswer = i === lastAnswer;
     const actionText = text.slice(cursor, b.end);
     cursor = b.end;
     let action: Action;
     let tool: string | undefined;
     if (b.tag === "answer") {
-      answer = b.content.trim();
-      action = answer === "" ? { type: "invalid", reason: "empty answer in <answer></answer>" } : { type: "answer", answer: squash(answer) };
+      const a = squash(b.content);
+      if (a !== "") answer = a;
+      action = a === "" ? { type: "invalid", reason: "empty answer in <answer></answer>" } : { type: "answer", answer: a };
     } else if (b.tag === "search") {
       const q = squash(b.content);
       action = q === "" ? { type: "invalid", reason: "empty query in <search></search>" } : { type: "search", query: q };
@@ -181,13 +230,17 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
     let observation = "";
     let passages: Passage[] | undefined;
     const next = blocks[i + 1];
-    if (b.tag !== "answer" && next !== undefined && !ACTION_TAGS.has(next.tag)) {
-      let end = next.end;
-      const tail = /^\s*(?:assistant[ \t]*\n)?/.exec(text.slice(end));
-      end += tail ? tail[0].length : 0;
+    if (b.tag !== "answer" && next !== undefined && (next.tag === "information" || next.tag === "tool_response")) {
+      const end = afterObservation(next.end);
       observation = text.slice(b.end, end);
       cursor = end;
       if (action.type === "search") passages = parsePassages(next.content).map((p) => resolve(p) ?? p);
+    } else if (next?.tag === "corrective" && text.slice(b.end, next.start).trim() === "") {
+      // The env corrected this very turn (an empty query or answer): its corrective observation is this turn's.
+      const end = afterObservation(next.end);
+      observation = text.slice(b.end, end);
+      cursor = end;
+      i++;
     }
     const turn: Turn = {
       actionText,
@@ -200,7 +253,7 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
     if (passages !== undefined) turn.passages = passages;
     if (tool !== undefined) turn.tool = tool;
     turns.push(turn);
-    if (i === lastAnswer) break;
+    if (isLastAnswer) break;
   }
   if (lastAnswer < 0) {
     const rest = text.slice(cursor);

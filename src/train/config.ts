@@ -34,18 +34,43 @@ export const WorldSection = z
   })
   .strict();
 
+export const ToolsSection = z
+  .object({
+    timeoutMs: int(1, "Limit of one tool-call attempt (ms); past it the call is aborted and observes an error.").default(10000),
+    retries: int(0, "Retries of a tool call that failed with an error the tool marks retryable (RetryableToolError / retryable: true); timeouts are not retried.").default(0),
+    backoffMs: int(0, "Wait before the first retry (ms), doubled before each further retry, capped at maxBackoffMs.").default(100),
+    maxBackoffMs: int(0, "Cap on the wait between retries (ms).").default(5000),
+    maxConcurrency: int(0, "Calls of one tool running at once across all episodes (0 = unlimited); a queued call waits up to timeoutMs for a slot, not counted in its own timeout.").default(0),
+    maxOutputChars: int(1, "Cap on a tool's output (characters of the string or its JSON); longer output is an error observation.").default(100000),
+  })
+  .strict();
+
+export const FaultsSection = z
+  .object({
+    rate: z.number().min(0).max(1).default(0).describe("Share of tool-call attempts that fault, in [0, 1] (0 = off); for hardening runs and tests (src/env/faults.ts)."),
+    kinds: z.array(z.enum(["fail", "hang", "slow", "garbage", "huge"])).min(1).default(["fail", "hang", "slow", "garbage", "huge"]).describe("Faults drawn uniformly: fail, hang, slow, garbage, huge."),
+    seed: int(0, "Seed of the fault draws (same seed → same faulting calls).").default(0),
+    slowMs: int(0, "Delay of a `slow` fault (ms).").default(2000),
+    hugeChars: int(1, "Length of a `huge` output (characters; 10 000 000 = 10 MB).").default(10000000),
+    retryableShare: z.number().min(0).max(1).default(0.5).describe("Share of `fail` faults marked retryable, in [0, 1]."),
+  })
+  .strict();
+
 export const EnvConfig = z
   .object({
     world: WorldSection.default(WorldSection.parse({})),
     topK: int(1, "Passages returned per search (Search-R1 default 3).").default(3),
     maxTurns: int(1, "Turns per episode before it is cut off.").default(4),
     maxObservationTokens: int(8, "Cap on the tokens of one <information> observation.").default(96),
+    tools: ToolsSection.default(ToolsSection.parse({})).describe("Tool calls: timeout, retries with back-off, concurrency limit, output cap."),
+    faults: FaultsSection.default(FaultsSection.parse({})).describe("Deterministic fault injection into the env's tools (off by default)."),
+    episodeDeadlineMs: int(0, "Wall-clock limit of one episode (ms; 0 = none). Past it the episode ends truncated; its tool calls are bounded by it. Non-zero values make rollouts depend on machine speed.").default(0),
   })
   .strict();
 
 export const TinkerSection = z
   .object({
-    baseUrl: z.string().url().default("http://127.0.0.1:8000").describe("Tinker API server root (hosted Tinker, SkyRL's Tinker server, TuFT, verl-tinker, or `arl serve trainer`)."),
+    baseUrl: z.string().regex(/^https?:\/\/[^\s]+$/, "an http(s) URL").default("http://127.0.0.1:8000").describe("Tinker API server root (hosted Tinker, SkyRL's Tinker server, TuFT, verl-tinker, or `arl serve trainer`)."),
     baseModel: z.string().min(1).default("arl/init").describe("Base model to fine-tune (e.g. Qwen/Qwen3-8B; `arl serve trainer` offers arl/init and its checkpoints)."),
     loraRank: int(1, "LoRA rank sent with create_model (hosted Tinker trains LoRA; arl serve trainer trains all weights).").default(32),
     apiKeyEnv: z.string().default("TINKER_API_KEY").describe("Environment variable holding the API key (keys never go in config files)."),
@@ -106,6 +131,7 @@ export const RlConfig = z
     minibatches: int(1, "Optimizer steps per RL step (the batch is split; later ones are off-policy and clipped).").default(2),
     gradClip: z.number().min(0).default(1).describe("Global gradient-norm clip (0 = off)."),
     maskObservations: z.boolean().default(true).describe("Mask retrieved <information> tokens from the policy loss (Search-R1 §3.1); false trains on them too (Search-R1 Table 4 ablation)."),
+    maxNonFiniteSteps: int(1, "Training stops after this many steps in a row whose loss or gradient norm is NaN/Inf (each such update is skipped and logged as train/skipped_nonfinite; applies to SFT steps too).").default(3),
   })
   .strict();
 

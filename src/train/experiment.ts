@@ -3,13 +3,14 @@
  * summary table on the held-out split (Direct, RAG, warm-start policy, RL policy; EM, searches per question and
  * guess rate, split by known vs unknown facts). Every artefact goes to the run folder.
  */
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Rng } from "../core/rng.ts";
 import type { Metrics, Passage, Task, Trajectory } from "../core/types.ts";
 import { DetectorMonitor, defaultDetectors, type DetectorFiring } from "../reward/detectors.ts";
 import { OpenAIJudge } from "../reward/judge.ts";
 import type { EnvFactory } from "../env/types.ts";
-import { SearchEnv } from "../envs/search/env.ts";
+import { searchEnvFactory } from "../envs/search/env.ts";
 import { RELIABLE_SOURCE, UNRELIABLE_SOURCE, buildWorld, counterfactualWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { validateRewardConfig } from "../reward/compose.ts";
@@ -19,13 +20,14 @@ import { createBackend } from "./backends.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
 import { loadTokenizer } from "../policy/hf/index.ts";
-import { savePolicy } from "./checkpoint.ts";
-import { ConfigError, rewardConfigOf, type ExperimentConfig } from "./config.ts";
+import { checkpointProblem, lastGoodCheckpoint, savePolicy, TRAINER_STATE_FORMAT, trainerStateText, type ResumePoint, type TrainerState } from "./checkpoint.ts";
+import { ConfigError, readConfigFile, resolveConfig, rewardConfigOf, type ExperimentConfig } from "./config.ts";
+import { loadCorpus, loadQA } from "../retrieval/corpus.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
 import { rlStep } from "./rl.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
 import { RunDir } from "./runDir.ts";
-import { makeDemonstrations, trainSft } from "./sft.ts";
+import { makeDemonstrations, NonFiniteGuard, trainSft } from "./sft.ts";
 
 /** A progress bar handle. */
 export interface ProgressBar {
@@ -59,7 +61,8 @@ export interface Setup {
 /** A BM25 index over passages and a factory of search environments over it, as the config sets them. */
 export function searchEnvFor(passages: readonly Passage[], config: ExperimentConfig): { index: BM25Index; makeEnv: EnvFactory } {
   const index = new BM25Index([...passages]);
-  return { index, makeEnv: () => new SearchEnv({ retriever: index, topK: config.env.topK, maxTurns: config.env.maxTurns }) };
+  // env.tools (timeouts, retries, concurrency, output cap) and env.faults (injection, off by default) apply here.
+  return { index, makeEnv: searchEnvFactory(index, config.env) };
 }
 
 /**
@@ -196,6 +199,8 @@ export async function warmStart(s: Setup, config: ExperimentConfig, demos: reado
     learningRate: config.sft.learningRate,
     gradClip: config.rl.gradClip,
     seed: config.run.seed,
+    maxNonFiniteSteps: config.rl.maxNonFiniteSteps,
+    onSkip: (step, reason) => reporter.log(`warning: sft step ${step}: ${reason}; update skipped (train/skipped_nonfinite in metrics.jsonl)`),
     onStep: (step, metrics, ms) => {
       run.logMetrics("sft", step, metrics);
       run.logTimings("sft", step, { step_ms: ms });
@@ -217,9 +222,13 @@ export interface RlRunResult {
  * RL from the warm start: `rl.steps` steps of rollout → reward → advantage → update (`rlStep`), with PPO-ptx replay
  * of the known-fact demonstrations, the reference policy loaded from `referenceDir` (for the KL term and the KL
  * monitor), and the hacking detectors (firings logged to `detectors.jsonl` and warned through the reporter).
- * Writes metrics, timings, samples and checkpoints (`step-<n>`, `final`) to `run`.
+ * Writes metrics, timings, samples and checkpoints (`step-<n>`, `final`, each with a `trainer-state.json`) to `run`.
+ * An update whose loss or gradient norm is NaN/Inf is skipped (`train/skipped_nonfinite`, a reporter warning);
+ * `rl.maxNonFiniteSteps` such steps in a row stop training with a `NonFiniteError`.
  * @param label the progress bar's label
- * @param options `makeReference`: builds the reference policy instead of loading `referenceDir` with `createBackend`
+ * @param options `makeReference`: builds the reference policy instead of loading `referenceDir` with `createBackend`;
+ *   `resume`: continue from this checkpoint (weights, Adam state, RNG states, step, detector history) — the steps
+ *   after it then reproduce an uninterrupted run's exactly
  */
 export async function trainRl(
   backend: TrainingBackend,
@@ -230,7 +239,7 @@ export async function trainRl(
   reporter: Reporter,
   referenceDir: string,
   label = "RL (GRPO)",
-  options: { makeReference?: () => Promise<TrainingBackend> } = {},
+  options: { makeReference?: () => Promise<TrainingBackend>; resume?: ResumePoint } = {},
 ): Promise<RlRunResult> {
   let reference: TrainingBackend | undefined;
   if (config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl)) {
@@ -257,14 +266,47 @@ export async function trainRl(
   const rng = new Rng(config.run.seed + 1);
   const rlBar = reporter.bar(label, config.rl.steps);
   let warnedRewardErrors = false;
-  for (let step = 0; step < config.rl.steps; step++) {
+  const guard = new NonFiniteGuard(config.rl.maxNonFiniteSteps, "rl");
+  let first = 0;
+  if (options.resume) {
+    const st = options.resume.state;
+    await backend.load(options.resume.dir);
+    rng.setState(st.rngState);
+    replayRng.setState(st.replayRngState);
+    // The monitor's state is a pure function of the metrics it has seen: replay them (firings were logged already).
+    st.steps.forEach((m, i) => {
+      const metrics = Object.fromEntries(Object.entries(m).map(([k, v]) => [k, v ?? NaN])) as Metrics;
+      steps.push(metrics);
+      monitor.observe(i, metrics);
+    });
+    guard.run = st.nonFiniteRun;
+    warnedRewardErrors = st.warnedRewardErrors;
+    first = st.step;
+    rlBar.update(first);
+  }
+  const trainerState = (step: number): string =>
+    trainerStateText({
+      format: TRAINER_STATE_FORMAT,
+      step,
+      rngState: rng.getState(),
+      replayRngState: replayRng.getState(),
+      steps,
+      nonFiniteRun: guard.run,
+      warnedRewardErrors,
+    } satisfies TrainerState);
+  for (let step = first; step < config.rl.steps; step++) {
     const { world, makeEnv } = rlWorlds[rng.int(rlWorlds.length)];
     const batch = rng.shuffle(world.train).slice(0, config.rl.tasksPerStep);
+    const skipped: string[] = [];
     const res = await rlStep(
-      { backend, reference, replay, judge, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config },
+      { backend, reference, replay, judge, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config, onSkippedUpdate: (r) => skipped.push(r) },
       batch,
       rng.seed(),
     );
+    if (skipped.length > 0) {
+      res.metrics["train/skipped_nonfinite"] = skipped.length;
+      reporter.log(`warning: rl step ${step}: ${skipped.length} update(s) skipped: ${skipped[0]} (train/skipped_nonfinite in metrics.jsonl)`);
+    }
     steps.push(res.metrics);
     run.logMetrics("rl", step, res.metrics);
     run.logTimings("rl", step, res.timingsMs);
@@ -280,8 +322,9 @@ export async function trainRl(
     if (config.run.samplesPerStep > 0) {
       run.writeSamples(`step-${step}`, res.groups.flatMap((g) => g.trajectories).slice(0, config.run.samplesPerStep));
     }
+    guard.record(step, skipped[0]); // throws after rl.maxNonFiniteSteps bad steps in a row
     if (config.run.checkpointEvery > 0 && (step + 1) % config.run.checkpointEvery === 0) {
-      await savePolicy(run.checkpoint(`step-${step + 1}`), backend, s.tokenizer, s.gpt);
+      await savePolicy(run.checkpoint(`step-${step + 1}`), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(step + 1) });
     }
     rlBar.update(step + 1, {
       reward: res.metrics["reward/mean"].toFixed(3),
@@ -290,7 +333,7 @@ export async function trainRl(
     });
   }
   rlBar.stop();
-  await savePolicy(run.checkpoint("final"), backend, s.tokenizer, s.gpt);
+  await savePolicy(run.checkpoint("final"), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(config.rl.steps) });
   return { steps, detectors: monitor };
 }
 
@@ -299,27 +342,142 @@ export function slug(label: string): string {
   return label.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").toLowerCase();
 }
 
+/** Dotted paths of a JSON value's leaves (`rl.groupSize` → 8); arrays are leaves. */
+function leaves(value: unknown, prefix = "", out: Map<string, string> = new Map()): Map<string, string> {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    for (const [k, v] of Object.entries(value)) leaves(v, prefix ? `${prefix}.${k}` : k, out);
+  } else if (value !== undefined) {
+    out.set(prefix, JSON.stringify(value));
+  }
+  return out;
+}
+
+/**
+ * Checks that a run folder's `config.yaml` (as written by `arl train`) resolves to `config`, for `--resume`
+ * (`run.dir` and `run.name` may differ: they say where the folder is, so a moved or copied run resumes).
+ * @throws ConfigError naming every differing field with both values; Error when the file cannot be read
+ */
+export function checkSameConfig(file: string, config: ExperimentConfig): void {
+  let saved: ExperimentConfig;
+  try {
+    saved = resolveConfig(readConfigFile(file));
+  } catch (e) {
+    throw new ConfigError([`${file}: the run folder's config no longer validates (${(e as Error).message.replace(/\n/g, "; ")})`]);
+  }
+  const a = leaves(JSON.parse(JSON.stringify(saved)));
+  const b = leaves(JSON.parse(JSON.stringify(config)));
+  const diffs = [...new Set([...a.keys(), ...b.keys()])]
+    .filter((k) => k !== "run.dir" && k !== "run.name") // where the folder is, not what it trains (a moved run resumes)
+    .filter((k) => a.get(k) !== b.get(k))
+    .sort()
+    .map((k) => `${k}: the run folder has ${a.get(k) ?? "(unset)"}, this command has ${b.get(k) ?? "(unset)"} (--resume needs the run's own config; pass the same --config and flags)`);
+  if (diffs.length > 0) throw new ConfigError(diffs);
+}
+
+/**
+ * @throws ConfigError when the checkpoint's tokenizer or model shape differs from what `s` builds
+ */
+function checkCheckpointShape(dir: string, s: Setup): void {
+  const gptPath = join(dir, "gpt.json");
+  if (existsSync(gptPath)) {
+    const saved = JSON.parse(readFileSync(gptPath, "utf8")) as GPTConfig;
+    const bad = (Object.keys(s.gpt) as (keyof GPTConfig)[]).filter((k) => saved[k] !== s.gpt[k]).map((k) => `${k} ${saved[k]} vs ${s.gpt[k]}`);
+    if (bad.length > 0) {
+      throw new ConfigError([`checkpoint ${dir}: gpt.json does not match this config (${bad.join(", ")}; checkpoint vs config)${bad.some((b) => b.startsWith("vocabSize")) ? " — the tokenizer differs (policy.tinker.tokenizer, env.world or run.seed changed?)" : ""}`]);
+    }
+  }
+  const tokPath = join(dir, "tokenizer.json");
+  if (existsSync(tokPath) && readFileSync(tokPath, "utf8") !== JSON.stringify(s.tokenizer.toJSON())) {
+    throw new ConfigError([`checkpoint ${dir}: tokenizer.json differs from this config's tokenizer (${s.tokenizer.vocabSize} tokens): a different vocabulary (policy.tinker.tokenizer, env.world or run.seed changed?)`]);
+  }
+}
+
+/** Where a resumed run starts: the warm start's checkpoint and the last good RL checkpoint, if any. */
+interface ResumePlan {
+  /** Whether `checkpoints/sft` is whole (else SFT reruns from scratch). */
+  sft: boolean;
+  rl?: ResumePoint;
+}
+
+/** Finds what `--resume` continues from, reporting bad checkpoints by name through `warn`. */
+function planResume(run: RunDir, s: Setup, warn: (m: string) => void): ResumePlan {
+  const sftDir = run.checkpoint("sft");
+  const sftProblem = checkpointProblem(sftDir);
+  if (sftProblem !== undefined) {
+    if (existsSync(sftDir)) warn(`checkpoint ${sftDir}: ${sftProblem}; restarting from scratch`);
+    return { sft: false };
+  }
+  checkCheckpointShape(sftDir, s);
+  const rl = lastGoodCheckpoint(join(run.path, "checkpoints"), warn);
+  if (rl) checkCheckpointShape(rl.dir, s);
+  return { sft: true, rl };
+}
+
+/**
+ * Cuts a run folder back to a resume point: metrics/timings lines of later RL steps (and a torn last line), later
+ * detector firings, samples, checkpoints, evaluation samples and the summary are removed — they are recomputed.
+ */
+function truncateRun(run: RunDir, plan: ResumePlan): void {
+  const k = plan.rl?.state.step ?? 0;
+  const keep = (row: Record<string, unknown>): boolean => plan.sft && (row.stage === "sft" || (row.stage === "rl" && typeof row.step === "number" && row.step < k));
+  run.truncateJsonl("metrics.jsonl", keep);
+  run.truncateJsonl("timings.jsonl", keep);
+  run.truncateJsonl("detectors.jsonl", (row) => plan.sft && typeof row.step === "number" && row.step < k);
+  run.remove("summary.json");
+  for (const f of existsSync(join(run.path, "samples")) ? readdirSync(join(run.path, "samples")) : []) {
+    const m = /^step-(\d+)\.jsonl$/.exec(f);
+    if (!m || Number(m[1]) >= k || !plan.sft) run.remove(join("samples", f));
+  }
+  for (const c of existsSync(join(run.path, "checkpoints")) ? readdirSync(join(run.path, "checkpoints")) : []) {
+    const m = /^step-(\d+)$/.exec(c);
+    const keepIt = plan.sft && (c === "sft" || (m !== null && Number(m[1]) <= k) || (c === "final" && plan.rl?.dir === run.checkpoint("final")));
+    if (!keepIt) run.remove(join("checkpoints", c));
+  }
+}
+
 /**
  * Runs the whole experiment: SFT, baselines, RL, final evaluation; writes the run folder.
+ * With `resume`, continues the run already in the folder (same config, checked field by field): from its last good
+ * RL checkpoint (bad ones are reported by name and skipped), else from its warm-start checkpoint, else from scratch.
+ * Everything after the resume point is recomputed, so `metrics.jsonl` ends byte-identical to an uninterrupted run's.
+ * SFT has no intermediate checkpoints: a run killed during warm start reruns it (deterministic) from step 0.
  * @returns the summary table
- * @throws Error on invalid reward terms or a broken trajectory invariant
+ * @throws Error on invalid reward terms or a broken trajectory invariant; ConfigError when `resume` meets a
+ *   different config or a checkpoint of another tokenizer/model shape
  */
 export async function runExperiment(
   config: ExperimentConfig,
   reporter: Reporter = silentReporter,
-  options: { overwrite: boolean } = { overwrite: false },
+  options: { overwrite: boolean; resume?: boolean } = { overwrite: false },
 ): Promise<ExperimentSummary> {
   checkReward(config); // before the run folder exists, so a bad config leaves nothing behind
-  const run = new RunDir(config.run.dir, config.run.name, options);
-  run.writeConfig(config);
+  if (options.resume && options.overwrite) throw new ConfigError(["--resume and --overwrite: choose one (resume continues the run in the folder; overwrite replaces it)"]);
+  const configFile = join(config.run.dir, config.run.name, "config.yaml");
+  const resuming = options.resume === true && existsSync(configFile);
+  if (resuming) checkSameConfig(configFile, config);
+  else if (options.resume) reporter.log(`resume: ${join(config.run.dir, config.run.name)} holds no run yet; starting from scratch`);
   const s = setup(config);
+  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming });
+  let plan: ResumePlan = { sft: false };
+  if (resuming) {
+    plan = planResume(run, s, (m) => reporter.log(`warning: ${m}`));
+    truncateRun(run, plan);
+    reporter.log(
+      plan.rl
+        ? `resuming ${run.path} from ${plan.rl.dir} (RL step ${plan.rl.state.step} of ${config.rl.steps})`
+        : plan.sft
+          ? `resuming ${run.path} from the warm start (${run.checkpoint("sft")}); RL from step 0`
+          : `resuming ${run.path}: no whole checkpoint; starting from scratch`,
+    );
+  }
+  run.writeConfig(config);
   reporter.log(
     `world: ${s.world.countries.length} countries, ${s.world.passages.length} passages, ` +
       `${s.world.train.length} train / ${s.world.test.length} test questions; vocabulary ${s.tokenizer.vocabSize} tokens`,
   );
   const demos = await warmStartDemos(s, config);
   reporter.log(`warm start: ${demos.length} demonstrations`);
-  const backend = await warmStart(s, config, demos, run, reporter);
+  const backend = plan.sft ? await createBackend(config, s.gpt, run.checkpoint("sft")) : await warmStart(s, config, demos, run, reporter);
 
   const tasks = evalTasks(s.world, config);
   const rows: Array<SummaryRow & { trajectories: Trajectory[] }> = [];
@@ -327,7 +485,7 @@ export async function runExperiment(
   rows.push(await evalRow("RAG", backend, tasks, "rag", s, config, reporter));
   rows.push(await evalRow("Warm start (SFT)", backend, tasks, "agent", s, config, reporter));
 
-  const rl = await trainRl(backend, demos, s, config, run, reporter, run.checkpoint("sft"));
+  const rl = await trainRl(backend, demos, s, config, run, reporter, run.checkpoint("sft"), undefined, { resume: plan.rl });
   rows.push(await evalRow("RL (GRPO)", backend, tasks, "agent", s, config, reporter));
 
   const summary: ExperimentSummary = {
@@ -339,4 +497,105 @@ export async function runExperiment(
   run.writeSummary(summary);
   for (const r of rows) run.writeSamples(`eval-${slug(r.policy)}`, r.trajectories);
   return summary;
+}
+
+/** A tiny fetch with a timeout, for the dry run's reachability check. */
+async function reachable(url: string, timeoutMs: number): Promise<string | undefined> {
+  try {
+    const r = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    return r.ok ? undefined : `GET ${url} answered HTTP ${r.status}`;
+  } catch (e) {
+    const err = e as Error & { cause?: { code?: string; message?: string } };
+    return `GET ${url} failed (${err.name === "TimeoutError" ? `no answer in ${timeoutMs} ms` : (err.cause?.code ?? err.cause?.message ?? err.message)})`;
+  }
+}
+
+/**
+ * Checks a data file is a non-empty QA (`kind: "data"`) or corpus (`kind: "corpus"`) JSONL file.
+ * @returns the number of records @throws ConfigError naming the flag, the file and what was expected
+ */
+export async function checkDataFile(file: string, kind: "data" | "corpus"): Promise<number> {
+  const flag = `--${kind}`;
+  const expected = kind === "data" ? "a QA JSONL file (FlashRAG, NQ-open or Bamboogle lines)" : "a wiki-18 JSONL file ({id, contents} lines)";
+  if (!existsSync(file)) throw new ConfigError([`${flag}: no such file ${file} (expected ${expected})`]);
+  if (!statSync(file).isFile()) throw new ConfigError([`${flag}: ${file} is not a file (expected ${expected})`]);
+  let n: number;
+  try {
+    n = kind === "data" ? (await loadQA(file)).length : (await loadCorpus(file)).length;
+  } catch (e) {
+    throw new ConfigError([`${flag}: ${(e as Error).message}`]);
+  }
+  if (n === 0) throw new ConfigError([`${flag}: ${file} is empty (expected ${expected}, at least one line)`]);
+  return n;
+}
+
+/**
+ * `arl train --dry-run`: validates everything a run needs without training or writing anything — the resolved
+ * config and reward, the tokenizer folder, the world and its splits, the warm-start demonstrations, the Tinker server
+ * (`GET <baseUrl>/api/v1/healthz`, 5 s) when `policy.backend` is tinker, data files, and — with `resume` — the run
+ * folder's config and checkpoints (checksums, tokenizer and model shape).
+ * @returns lines of a short summary
+ * @throws ConfigError naming the field, file or checkpoint and what was expected
+ */
+export async function dryRun(
+  config: ExperimentConfig,
+  options: { resume?: boolean; overwrite?: boolean; data?: string; corpus?: string } = {},
+): Promise<string[]> {
+  const lines: string[] = [];
+  checkReward(config);
+  const tok = config.policy.tinker.tokenizer;
+  if (config.policy.backend === "tinker" && tok !== undefined) {
+    if (!existsSync(tok) || !statSync(tok).isDirectory()) {
+      throw new ConfigError([`policy.tinker.tokenizer: no such folder ${tok} (expected a folder with tokenizer.json and tokenizer_config.json)`]);
+    }
+    if (!existsSync(join(tok, "tokenizer.json"))) throw new ConfigError([`policy.tinker.tokenizer: ${tok} has no tokenizer.json (expected a Hugging Face tokenizer folder)`]);
+  }
+  let s: Setup;
+  try {
+    s = setup(config);
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError([`${tok !== undefined && config.policy.backend === "tinker" ? "policy.tinker.tokenizer" : "env.world"}: ${(e as Error).message}`]);
+  }
+  if (s.world.train.length === 0) throw new ConfigError([`env.world: the world has no training questions (expected ≥ 1; raise env.world.numCountries or lower env.world.testFraction)`]);
+  if (s.world.test.length === 0) throw new ConfigError([`env.world: the world has no held-out questions (expected ≥ 1; raise env.world.testFraction)`]);
+  lines.push(`world: ${s.world.countries.length} countries, ${s.world.passages.length} passages, ${s.world.train.length} train / ${s.world.test.length} test questions (${evalTasks(s.world, config).length} evaluated)`);
+  lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${tok !== undefined && config.policy.backend === "tinker" ? ` from ${tok}` : " (the world's words)"}; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}`);
+  if (config.sft.steps > 0) {
+    const demos = await warmStartDemos(s, config);
+    if (demos.length === 0) throw new ConfigError([`sft: no warm-start demonstrations (expected ≥ 1; check sft.demosPerTask and sft.personas)`]);
+    lines.push(`warm start: ${demos.length} demonstrations, ${config.sft.steps} SFT steps`);
+  }
+  lines.push(`RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} questions × ${config.rl.groupSize} episodes; reward ${Object.entries(rewardConfigOf(config).weights).map(([t, w]) => `${t} ${w}`).join(", ")}`);
+  if (config.policy.backend === "tinker") {
+    const url = `${config.policy.tinker.baseUrl.replace(/\/+$/, "")}/api/v1/healthz`;
+    const problem = await reachable(url, 5000);
+    if (problem !== undefined) throw new ConfigError([`policy.tinker.baseUrl: ${config.policy.tinker.baseUrl} is not reachable: ${problem} (expected a Tinker API server, e.g. \`arl serve trainer\`)`]);
+    lines.push(`tinker: ${config.policy.tinker.baseUrl} reachable`);
+  }
+  if (options.data !== undefined) lines.push(`data: ${await checkDataFile(options.data, "data")} questions in ${options.data}`);
+  if (options.corpus !== undefined) lines.push(`corpus: ${await checkDataFile(options.corpus, "corpus")} passages in ${options.corpus}`);
+  const folder = join(config.run.dir, config.run.name);
+  const configFile = join(folder, "config.yaml");
+  if (options.resume && existsSync(configFile)) {
+    checkSameConfig(configFile, config);
+    const warnings: string[] = [];
+    const sftDir = join(folder, "checkpoints", "sft");
+    const sftProblem = checkpointProblem(sftDir);
+    let from = "scratch (no whole warm-start checkpoint)";
+    if (sftProblem === undefined) {
+      checkCheckpointShape(sftDir, s);
+      const rl = lastGoodCheckpoint(join(folder, "checkpoints"), (m) => warnings.push(m));
+      if (rl) checkCheckpointShape(rl.dir, s);
+      from = rl ? `${rl.dir} (RL step ${rl.state.step} of ${config.rl.steps})` : `the warm start (${sftDir})`;
+    } else if (existsSync(sftDir)) {
+      warnings.push(`checkpoint ${sftDir}: ${sftProblem}`);
+    }
+    lines.push(...warnings.map((w) => `warning: ${w}`), `resume: would continue ${folder} from ${from}`);
+  } else if (existsSync(configFile) && !options.overwrite && !options.resume) {
+    throw new ConfigError([`run.name: ${folder} already holds a run (expected a new name, --overwrite, or --resume)`]);
+  } else {
+    lines.push(`run folder: ${folder}${existsSync(configFile) ? (options.overwrite ? " (would be replaced)" : "") : " (new)"}`);
+  }
+  return lines;
 }

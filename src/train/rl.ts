@@ -12,7 +12,7 @@ import { rewardGroups } from "../reward/compose.ts";
 import { hackingMetrics, referenceKl } from "../reward/detectors.ts";
 import type { Judge } from "../reward/types.ts";
 import { PolicyAgent, protocolStops } from "../rollout/agent.ts";
-import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
+import { rolloutBatch, rolloutMetrics, type RolloutLimits } from "../rollout/rollout.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { LossConfig, TrainingBackend } from "../policy/types.ts";
 import { rewardConfigOf, type ExperimentConfig } from "./config.ts";
@@ -38,6 +38,11 @@ export interface RlContext {
    */
   replay?: { datums: Datum[]; next: () => number };
   onEpisode?: (traj: Trajectory) => void;
+  /**
+   * Called for each optimizer step of the update that was skipped because its loss or gradient norm was NaN/Inf
+   * (its gradients discarded, weights and Adam state untouched), with what was not finite (e.g. `loss NaN`).
+   */
+  onSkippedUpdate?: (reason: string) => void;
 }
 
 /**
@@ -69,11 +74,16 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     maxTokensPerTurn: rl.maxTokensPerTurn,
     ...protocolStops(tokenizer),
   });
-  const groups = await rolloutGroups(tasks, ctx.makeEnv, agent, tokenizer, ctx.limits, {
+  // Every episode reaches the update or is counted as dropped with its reason (metrics `dropped`, `dropped/<reason>`);
+  // a group left with fewer than 2 members cannot be group-relative and is dropped whole (AReaL PR #892).
+  const rollout = await rolloutBatch(tasks, ctx.makeEnv, agent, tokenizer, ctx.limits, {
     groupSize: rl.groupSize,
     seed,
     onEpisode: ctx.onEpisode,
+    episodeDeadlineMs: config.env.episodeDeadlineMs,
+    minGroupSize: 2,
   });
+  const groups = rollout.groups;
   const t1 = performance.now();
 
   // 2. Reward: every term kept on the trajectory; each group is the context of its members (OTC's estimate).
@@ -133,7 +143,19 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
       const r = await backend.forwardBackward(ptxDatums(batch, rl.ptxCoef), "cross_entropy", { normalization: "constant", constantLength: 1 });
       ptx.ptx_loss = r.loss / rl.ptxCoef;
     }
+    // A NaN/Inf loss: drop this minibatch's gradients instead of letting them poison the weights and Adam moments.
+    const badLoss = !Number.isFinite(fb.loss) ? `loss ${fb.loss}` : ptx.ptx_loss !== undefined && !Number.isFinite(ptx.ptx_loss) ? `ptx_loss ${ptx.ptx_loss}` : undefined;
+    if (badLoss !== undefined) {
+      if (!backend.discardGradients) throw new Error(`${badLoss}: this backend cannot discard gradients, so the update cannot be skipped`);
+      await backend.discardGradients();
+      ctx.onSkippedUpdate?.(badLoss);
+      continue;
+    }
     const opt = await backend.optimStep({ learningRate: rl.learningRate, gradClip: rl.gradClip });
+    if (opt.skipped === 1 || (opt.grad_norm !== undefined && !Number.isFinite(opt.grad_norm))) {
+      ctx.onSkippedUpdate?.(`grad_norm ${opt.grad_norm}`); // the embedded backend refused it (weights unchanged)
+      continue;
+    }
     update.push({ loss: fb.loss, ...fb.metrics, ...ptx, ...opt });
   }
   const t3 = performance.now();
@@ -146,6 +168,7 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     ...termMeans(trajectories),
     "reward/std_within_group": mean(groups.map((g) => std(g.trajectories.map((t) => t.reward!.total)))),
     "train/informative_fraction": informative.length / datums.length,
+    ...rolloutMetrics(rollout),
   };
   for (const key of ["loss", "kl", "entropy", "clip_fraction", "grad_norm", "ratio_mean", "ptx_loss"]) {
     const vals = update.map((m) => m[key]).filter((v) => v !== undefined);

@@ -3,7 +3,7 @@
  * two runs with the same seed are byte-identical), `timings.jsonl` (wall-clock, ms), `samples/step-<n>.jsonl`,
  * `checkpoints/<name>/` and `summary.json`.
  */
-import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve, sep } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Metrics, Trajectory } from "../core/types.ts";
@@ -24,13 +24,17 @@ export class RunDir {
    * @throws Error when the name would escape the root folder, or when the folder already holds a run and
    *   `overwrite` is false
    */
-  constructor(root: string, name: string, opts: { overwrite: boolean } = { overwrite: false }) {
+  /**
+   * @param opts `resume`: keep a folder that already holds a run (`arl train --resume`; the caller truncates what
+   *   follows its checkpoint)
+   */
+  constructor(root: string, name: string, opts: { overwrite: boolean; resume?: boolean } = { overwrite: false }) {
     const base = resolve(root);
     this.path = resolve(base, name);
     if (!this.path.startsWith(base + sep) || !/^[A-Za-z0-9._-]+$/.test(name) || name === "." || name === "..") {
       throw new Error(`run.name: ${JSON.stringify(name)} is not a plain folder name inside ${base}`);
     }
-    if (existsSync(join(this.path, "config.yaml"))) {
+    if (existsSync(join(this.path, "config.yaml")) && opts.resume !== true) {
       if (!opts.overwrite) {
         throw new Error(`run folder ${this.path} already holds a run; choose another name (--run.name; --name for arl lab) or pass --overwrite`);
       }
@@ -92,6 +96,36 @@ export class RunDir {
   /** Appends one JSON line to `rel` (e.g. `detectors.jsonl`). */
   appendJsonl(rel: string, value: unknown): void {
     appendFileSync(join(this.path, rel), JSON.stringify(value) + "\n");
+  }
+
+  /**
+   * Rewrites the JSON-lines file `rel` (relative to the run folder) keeping only the complete lines `keep` accepts;
+   * a torn last line (no newline, or not JSON: the process was killed mid-append) is always dropped.
+   * @returns the number of lines dropped (0 when the file does not exist)
+   */
+  truncateJsonl(rel: string, keep: (row: Record<string, unknown>) => boolean): number {
+    const path = join(this.path, rel);
+    if (!existsSync(path)) return 0;
+    const text = readFileSync(path, "utf8");
+    const lines = text.split("\n");
+    lines.pop(); // after the last newline: "" for a complete file, the torn line otherwise
+    const kept: string[] = [];
+    for (const line of lines) {
+      let row: unknown;
+      try {
+        row = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      if (row !== null && typeof row === "object" && keep(row as Record<string, unknown>)) kept.push(line);
+    }
+    this.atomicWrite(rel, kept.map((l) => l + "\n").join(""));
+    return lines.length + (text.endsWith("\n") || text === "" ? 0 : 1) - kept.length;
+  }
+
+  /** Removes a file or folder inside the run folder (no error when missing). */
+  remove(rel: string): void {
+    rmSync(join(this.path, rel), { recursive: true, force: true });
   }
 
   private atomicWrite(rel: string, text: string): void {

@@ -68,12 +68,47 @@ export interface SftOptions {
   seed: number;
   /** Called after every step with its metrics (`loss` in nats per token) and wall time (ms). */
   onStep?: (step: number, metrics: Metrics, ms: number) => void;
+  /**
+   * Steps in a row whose loss or gradient norm is NaN/Inf before training stops (default 3). Each such step is
+   * skipped (gradients discarded, weights and Adam state untouched), reported to `onStep` with
+   * `train/skipped_nonfinite: 1` and to `onSkip` with what was not finite.
+   */
+  maxNonFiniteSteps?: number;
+  onSkip?: (step: number, reason: string) => void;
+}
+
+/** Thrown when training meets NaN/Inf in `maxNonFiniteSteps` steps in a row. */
+export class NonFiniteError extends Error {}
+
+/**
+ * Counts NaN/Inf steps in a row and stops training after `max` of them.
+ */
+export class NonFiniteGuard {
+  /** Skipped steps in a row so far. */
+  run = 0;
+  constructor(
+    private readonly max: number,
+    private readonly stage: string,
+  ) {}
+
+  /**
+   * Records one step's outcome. @param reason what was not finite (e.g. `loss NaN`), undefined for a clean step
+   * @throws NonFiniteError naming the stage, step, value and limit after `max` bad steps in a row
+   */
+  record(step: number, reason: string | undefined): void {
+    this.run = reason === undefined ? 0 : this.run + 1;
+    if (reason !== undefined && this.run >= this.max) {
+      throw new NonFiniteError(
+        `${this.stage} step ${step}: ${reason} — ${this.run} step(s) in a row with a NaN/Inf loss or gradient norm (rl.maxNonFiniteSteps ${this.max}); training stopped. Lower the learning rate or check the data and rewards of these steps.`,
+      );
+    }
+  }
 }
 
 /**
  * Trains on demonstrations with cross entropy for `steps` Adam steps over shuffled epochs, with a linear
  * learning-rate warm-up over the first 5 % of steps and cosine decay to 10 %.
- * @throws Error when there are no demonstrations
+ * @throws Error when there are no demonstrations; NonFiniteError after `maxNonFiniteSteps` NaN/Inf steps in a row
  */
 export async function trainSft(backend: TrainingBackend, demos: readonly Trajectory[], options: SftOptions): Promise<void> {
   if (demos.length === 0) throw new Error("sft: no demonstrations to train on");
@@ -81,6 +116,7 @@ export async function trainSft(backend: TrainingBackend, demos: readonly Traject
   const rng = new Rng(options.seed);
   let batches: Datum[][] = [];
   const warmup = Math.max(1, Math.round(options.steps * 0.05));
+  const guard = new NonFiniteGuard(options.maxNonFiniteSteps ?? 3, "sft");
   for (let step = 0; step < options.steps; step++) {
     const t0 = performance.now();
     if (batches.length === 0) batches = lengthGroupedBatches(datums, options.batchSize, rng);
@@ -89,8 +125,19 @@ export async function trainSft(backend: TrainingBackend, demos: readonly Traject
     const lr =
       options.learningRate * (step < warmup ? (step + 1) / warmup : 0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * progress)));
     const fb = await backend.forwardBackward(batch, "cross_entropy");
-    const opt = await backend.optimStep({ learningRate: lr, gradClip: options.gradClip });
-    options.onStep?.(step, { loss: fb.loss, lr, ...opt }, performance.now() - t0);
+    let reason: string | undefined;
+    let opt: Metrics = {};
+    if (!Number.isFinite(fb.loss)) {
+      reason = `loss ${fb.loss}`;
+      if (!backend.discardGradients) throw new Error(`sft step ${step}: ${reason}: this backend cannot discard gradients, so the step cannot be skipped`);
+      await backend.discardGradients();
+    } else {
+      opt = await backend.optimStep({ learningRate: lr, gradClip: options.gradClip });
+      if (opt.skipped === 1 || (opt.grad_norm !== undefined && !Number.isFinite(opt.grad_norm))) reason = `grad_norm ${opt.grad_norm}`;
+    }
+    if (reason !== undefined) options.onSkip?.(step, reason);
+    options.onStep?.(step, reason === undefined ? { loss: fb.loss, lr, ...opt } : { loss: fb.loss, lr, "train/skipped_nonfinite": 1 }, performance.now() - t0);
+    guard.record(step, reason);
   }
 }
 

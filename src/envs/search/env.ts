@@ -10,8 +10,9 @@ import {
   informationObservation,
   parseSearchR1Action,
 } from "../../env/searchR1.ts";
-import { callTool, tool, type Tool } from "../../env/tool.ts";
-import type { Env } from "../../env/types.ts";
+import { validateFaultOptions, withFaults, type FaultOptions } from "../../env/faults.ts";
+import { callTool, tool, ToolLimiter, type Tool } from "../../env/tool.ts";
+import type { Env, EnvFactory, EpisodeInfo } from "../../env/types.ts";
 import { BM25Index } from "../../retrieval/bm25.ts";
 import { loadCorpus } from "../../retrieval/corpus.ts";
 
@@ -28,7 +29,12 @@ export interface Retriever {
  *   `maxTurns`-th turn is not an answer;
  * - `timeoutMs`: limit of one retrieval call in milliseconds (default 10 000);
  * - `latencyMs`: the simulated latency of one search (ms), `base + perPassage × passages returned`
- *   (default `{ base: 200, perPassage: 50 }`), recorded on the step for cost rewards; deterministic, never slept.
+ *   (default `{ base: 200, perPassage: 50 }`), recorded on the step for cost rewards; deterministic, never slept;
+ * - `retries`, `backoffMs`, `maxBackoffMs`, `maxOutputChars`, `limiter`: the search call's retries, back-off (ms),
+ *   output cap (characters) and shared per-tool concurrency limit — see `CallToolOptions` (defaults 0, 100, 5 000,
+ *   100 000, none);
+ * - `wrapTool`: wraps the search tool before use (e.g. `(t) => withFaults(t, …)` to harden an env, or a cache);
+ * - `faults`: shorthand for `wrapTool: (t) => withFaults(t, faults)`, applied inside `wrapTool` when both are set.
  */
 export interface SearchEnvConfig {
   retriever: Retriever;
@@ -36,10 +42,23 @@ export interface SearchEnvConfig {
   maxTurns?: number;
   timeoutMs?: number;
   latencyMs?: { base: number; perPassage: number };
+  retries?: number;
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  maxOutputChars?: number;
+  limiter?: ToolLimiter;
+  wrapTool?: (t: SearchTool) => SearchTool;
+  faults?: FaultOptions;
 }
 
 /** Arguments of the search tool the env calls (validated, so a bad query is an error string, not a crash). */
 const SEARCH_INPUT = z.object({ query: z.string().min(1), topK: z.number().int().positive() });
+
+/** What the search tool must return: passages with string id, title and text (other fields pass unchecked). */
+const SEARCH_OUTPUT = z.array(z.object({ id: z.string(), title: z.string(), text: z.string() }));
+
+/** The search tool `SearchEnv` calls: `{query, topK}` → passages. */
+export type SearchTool = Tool<typeof SEARCH_INPUT, Passage[]>;
 
 /** Counters of the current episode. */
 export interface SearchEnvStats {
@@ -58,7 +77,9 @@ export function searchPrompt(question: string): string {
  * `step(text)`: a search retrieves `topK` passages and observes `\n\n<information>Doc 1(Title: …) …</information>\n\n`
  * (`info.passages` set); an answer ends the episode (observation ''); an invalid turn observes Search-R1's
  * corrective text and is counted; a failing/timing-out retriever observes `\n\n<information>error: …</information>\n\n`
- * with `info.error`. When the `maxTurns`-th turn is not an answer the episode ends with `info.truncated` and
+ * with `info.error` and `info.toolError` (its kind) — whether the tool threw, hung past its timeout, or returned
+ * something that is not a passage list or more than `maxOutputChars` characters — and the episode goes on. When the
+ * `maxTurns`-th turn is not an answer the episode ends with `info.truncated` and
  * observation '' (that last search is not run, like Search-R1's final `do_search=False` round).
  */
 export class SearchEnv implements Env {
@@ -66,8 +87,10 @@ export class SearchEnv implements Env {
   private readonly maxTurns: number;
   private readonly timeoutMs: number;
   private readonly latency: { base: number; perPassage: number };
-  private readonly searchTool: Tool<typeof SEARCH_INPUT, Passage[]>;
+  private readonly searchTool: SearchTool;
+  private readonly callOptions: { retries?: number; backoffMs?: number; maxBackoffMs?: number; maxOutputChars?: number; limiter?: ToolLimiter };
   private task: Task | null = null;
+  private episode: EpisodeInfo = {};
   private done = false;
   private counts: SearchEnvStats = { turns: 0, searches: 0, invalidActions: 0 };
 
@@ -84,12 +107,18 @@ export class SearchEnv implements Env {
       throw new Error(`SearchEnvConfig.latencyMs: base and perPassage must be ≥ 0 ms, got ${JSON.stringify(this.latency)}`);
     }
     const retriever = config.retriever;
-    this.searchTool = tool({
+    let search: SearchTool = tool({
       name: "search",
       description: "Retrieve the top-k passages for a query (BM25).",
       inputSchema: SEARCH_INPUT,
+      outputSchema: SEARCH_OUTPUT,
       execute: async ({ query, topK }) => retriever.search(query, topK),
     });
+    if (config.faults !== undefined) search = withFaults(search, config.faults);
+    if (config.wrapTool !== undefined) search = config.wrapTool(search);
+    this.searchTool = search;
+    const { retries, backoffMs, maxBackoffMs, maxOutputChars, limiter } = config;
+    this.callOptions = { retries, backoffMs, maxBackoffMs, maxOutputChars, limiter };
   }
 
   /** Counters of the current episode (a copy). */
@@ -103,14 +132,17 @@ export class SearchEnv implements Env {
   }
 
   /**
-   * Starts an episode on `task`; returns `searchPrompt(task.question)`.
+   * Starts an episode on `task`; returns `searchPrompt(task.question)`. `episode` (from the rollout) names the
+   * episode's tool calls (`<task id>#<seed>:<turn>`, the key fault injection draws on) and bounds them by its
+   * deadline.
    * @throws Error when task.question is missing or blank
    */
-  async reset(task: Task): Promise<string> {
+  async reset(task: Task, episode: EpisodeInfo = {}): Promise<string> {
     if (typeof task?.question !== "string" || task.question.trim() === "") {
       throw new Error(`SearchEnv.reset: task.question must be a non-empty string (task id ${task?.id})`);
     }
     this.task = task;
+    this.episode = episode;
     this.done = false;
     this.counts = { turns: 0, searches: 0, invalidActions: 0 };
     return searchPrompt(task.question);
@@ -139,10 +171,20 @@ export class SearchEnv implements Env {
     if (action.type === "invalid") {
       return { observation: INVALID_ACTION_OBSERVATION, done: false, info: { action } };
     }
-    const res = await callTool(this.searchTool, { query: action.query, topK: this.topK }, { timeoutMs: this.timeoutMs });
+    const callKey = this.episode.seed === undefined ? undefined : `${this.task.id}#${this.episode.seed}:${this.counts.turns - 1}`;
+    const res = await callTool(this.searchTool, { query: action.query, topK: this.topK }, {
+      timeoutMs: this.timeoutMs,
+      ...this.callOptions,
+      deadlineAt: this.episode.deadlineAt,
+      callKey,
+    });
     if (!res.ok) {
       const latencyMs = this.latency.base;
-      return { observation: informationObservation(`error: ${res.error}`), done: false, info: { action, error: res.error, tool: "search", latencyMs } };
+      return {
+        observation: informationObservation(`error: ${res.error}`),
+        done: false,
+        info: { action, error: res.error, tool: "search", latencyMs, toolError: res.kind },
+      };
     }
     const passages = res.value.slice(0, this.topK);
     const latencyMs = this.latency.base + this.latency.perPassage * passages.length;
@@ -157,4 +199,45 @@ export class SearchEnv implements Env {
  */
 export async function searchCorpus(file: string, query: string, topK: number): Promise<Passage[]> {
   return new BM25Index(await loadCorpus(file)).search(query, topK);
+}
+
+/**
+ * Tool-call settings of search environments, as the config's `env.tools` section holds them: per-attempt
+ * `timeoutMs` (ms), `retries`, `backoffMs` / `maxBackoffMs` (ms), `maxConcurrency` (calls of one tool at once
+ * across all episodes of the factory; 0 = unlimited), `maxOutputChars` (characters).
+ */
+export interface SearchToolSettings {
+  timeoutMs?: number;
+  retries?: number;
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  maxConcurrency?: number;
+  maxOutputChars?: number;
+}
+
+/**
+ * A factory of search environments over one retriever that share one concurrency limiter (so `maxConcurrency`
+ * bounds the calls of all concurrent episodes), with the config's `env.tools` and `env.faults` applied (faults only
+ * when `rate > 0`). `settings` is shaped like the config's `env` section, e.g.
+ * `searchEnvFactory(index, config.env)`.
+ * @throws Error when maxConcurrency is not an integer ≥ 0, or from `validateFaultOptions`
+ */
+export function searchEnvFactory(
+  retriever: Retriever,
+  settings: { topK?: number; maxTurns?: number; tools?: SearchToolSettings; faults?: FaultOptions; latencyMs?: { base: number; perPassage: number } } = {},
+): EnvFactory {
+  const { maxConcurrency = 0, ...call } = settings.tools ?? {};
+  const limiter = new ToolLimiter(maxConcurrency); // throws on a bad value, naming the field
+  const faults = settings.faults !== undefined && settings.faults.rate > 0 ? settings.faults : undefined;
+  if (faults) validateFaultOptions(faults);
+  return () =>
+    new SearchEnv({
+      retriever,
+      topK: settings.topK,
+      maxTurns: settings.maxTurns,
+      latencyMs: settings.latencyMs,
+      ...call,
+      limiter: maxConcurrency > 0 ? limiter : undefined,
+      faults,
+    });
 }

@@ -230,7 +230,10 @@ export class EmbeddedBackend implements TrainingBackend {
 
   /**
    * Applies the accumulated gradients with AdamW and clears them.
-   * @returns `{ grad_norm }` (global L2 norm before clipping), `step`
+   * When the gradient norm is NaN or ±Inf the update is refused: weights and Adam state stay as they were, the
+   * gradients are dropped, and the result carries `skipped: 1` (a NaN would otherwise poison every weight and both
+   * Adam moments for good).
+   * @returns `{ grad_norm }` (global L2 norm before clipping), `step` (and `skipped: 1` when refused)
    * @throws Error when no gradients were accumulated, or on invalid hyper-parameters
    */
   async optimStep(adam: AdamParams): Promise<Metrics> {
@@ -238,13 +241,31 @@ export class EmbeddedBackend implements TrainingBackend {
     if (this.grads === null) throw new Error("optimStep: no accumulated gradients (call forwardBackward first)");
     const grads = this.grads;
     this.grads = null;
-    const r = await adamStep(this.params, grads, this.adam, adam);
+    // The update consumes its inputs; extra references keep the old state alive until the norm is known to be finite.
+    const old = { params: this.params, m: this.adam.m, v: this.adam.v };
+    const r = await adamStep(tree.ref(old.params), grads, { step: this.adam.step, m: tree.ref(old.m), v: tree.ref(old.v) }, adam);
+    if (!Number.isFinite(r.gradNorm)) {
+      tree.dispose(r.params);
+      tree.dispose(r.state.m);
+      tree.dispose(r.state.v);
+      return { grad_norm: r.gradNorm, step: this.adam.step, skipped: 1 };
+    }
+    tree.dispose(old.params);
+    tree.dispose(old.m);
+    tree.dispose(old.v);
     this.params = r.params;
     this.adam = r.state;
     // Wait for the whole update (the sampler may run its decode steps synchronously, which needs finished inputs).
     await blockUntilReady([this.params, this.adam.m, this.adam.v]);
     await this.refreshHostTables();
     return { grad_norm: r.gradNorm, step: r.state.step };
+  }
+
+  /** Drops the accumulated gradients (weights and Adam state untouched); a no-op when there are none. */
+  async discardGradients(): Promise<void> {
+    this.checkAlive();
+    if (this.grads) tree.dispose(this.grads);
+    this.grads = null;
   }
 
   /**

@@ -7,7 +7,7 @@
  * old or the new file, never a torn one; the manifest, written last, vouches for the set.
  */
 import { createHash } from "node:crypto";
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 const FORMAT = "agentic-rl/embedded-checkpoint@1";
@@ -43,6 +43,8 @@ async function writeAtomic(path: string, data: Uint8Array | string): Promise<voi
  */
 export async function saveCheckpoint(dir: string, meta: CheckpointMeta, tensors: [string, Float32Array][]): Promise<void> {
   await mkdir(dir, { recursive: true });
+  // Overwriting a folder: drop the old manifest first, so a crash mid-save leaves no manifest vouching for a mix.
+  await rm(join(dir, "manifest.json"), { force: true });
   const names = new Set<string>();
   let total = 0;
   const entries: TensorEntry[] = tensors.map(([name, data]) => {
