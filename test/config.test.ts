@@ -40,6 +40,9 @@ describe("config", () => {
     expect(err({ rl: { lossFn: "dpo" } })).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", got "dpo"');
     expect(err({ rl: { grupSize: 4 } })).toContain("rl: unknown field(s) grupSize");
     expect(err({ policy: { dModel: 30, nHeads: 4 } })).toContain("policy.nHeads");
+    // Run names cannot leave run.dir (`runs/..` is the project folder, which --overwrite would replace).
+    for (const name of ["..", ".", "../x", "a/b"]) expect(err({ run: { name } })).toContain("run.name:");
+    expect(err({ policy: { tinker: { baseUrl: "ftp://x" } } })).toContain("policy.tinker.baseUrl: an http(s) URL");
   });
 
   it("flag overrides set nested fields with YAML scalars", () => {

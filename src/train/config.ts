@@ -16,7 +16,11 @@ const num = (desc: string) => z.number().describe(desc);
 
 export const RunConfig = z
   .object({
-    name: z.string().regex(/^[A-Za-z0-9._-]+$/, "letters, digits, '.', '_' or '-'").default("default").describe("Run folder name under `dir`."),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]+$/, "letters, digits, '.', '_' or '-'")
+      .refine((n) => n !== "." && n !== "..", "a folder name, not '.' or '..' (the run must stay inside run.dir)")
+      .default("default").describe("Run folder name under `dir`."),
     dir: z.string().default("runs").describe("Folder that holds run folders."),
     seed: int(0, "Seed of everything: world, init, data order, sampling.").default(0),
     checkpointEvery: int(0, "Save a checkpoint every N RL steps (0 = only at the end).").default(10),
