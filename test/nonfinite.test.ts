@@ -92,7 +92,7 @@ describe("SFT with NaN losses", () => {
       onSkip: (s, reason) => skips.push(`${s}: ${reason}`),
     });
     await expect(run).rejects.toThrow(NonFiniteError);
-    await expect(run).rejects.toThrow("sft step 5: loss NaN — 3 step(s) in a row with a NaN/Inf loss or gradient norm (rl.maxNonFiniteSteps 3); training stopped");
+    await expect(run).rejects.toThrow("sft step 5: loss NaN — 3 step(s) in a row without a usable update (NaN/Inf loss or gradient norm, or no trajectory; rl.maxNonFiniteSteps 3); training stopped");
     expect(calls).toEqual(["optim 0", "discard 1", "optim 2", "discard 3", "discard 4", "discard 5"]);
     expect(skips).toEqual(["1: loss NaN", "3: loss NaN", "4: loss NaN", "5: loss NaN"]);
     expect(logged.map(([s, m]) => [s, m["train/skipped_nonfinite"]])).toEqual([[0, undefined], [1, 1], [2, undefined], [3, 1], [4, 1], [5, 1]]);
@@ -137,7 +137,7 @@ describe("RL with NaN advantages (spy backend, smoke configuration)", () => {
 
   it("stops with a clear error after rl.maxNonFiniteSteps NaN steps in a row", async () => {
     const r = await rlWith("three", 6, new Set([1, 2, 3]));
-    await expect(r.result).rejects.toThrow("rl step 3: loss NaN — 3 step(s) in a row with a NaN/Inf loss or gradient norm (rl.maxNonFiniteSteps 3); training stopped");
+    await expect(r.result).rejects.toThrow("rl step 3: loss NaN — 3 step(s) in a row without a usable update (NaN/Inf loss or gradient norm, or no trajectory; rl.maxNonFiniteSteps 3); training stopped");
     expect(r.metrics().split("\n").filter((l) => l.includes('"stage":"rl"'))).toHaveLength(4); // the failing step is logged
   }, 120_000);
 });

@@ -52,7 +52,14 @@ export const ToolsSection = z
 export const FaultsSection = z
   .object({
     rate: z.number().min(0).max(1).default(0).describe("Share of tool-call attempts that fault, in [0, 1] (0 = off); for hardening runs and tests (src/env/faults.ts)."),
-    kinds: z.array(z.enum(["fail", "hang", "slow", "garbage", "huge"])).min(1).default(["fail", "hang", "slow", "garbage", "huge"]).describe("Faults drawn uniformly: fail, hang, slow, garbage, huge."),
+    kinds: z
+      .preprocess(
+        // `--env.faults.kinds hang` or `hang,slow` as well as a YAML list.
+        (v) => (typeof v === "string" ? v.split(",").map((x) => x.trim()).filter(Boolean) : v),
+        z.array(z.enum(["fail", "hang", "slow", "garbage", "huge"])).min(1),
+      )
+      .default(["fail", "hang", "slow", "garbage", "huge"])
+      .describe("Faults drawn uniformly: fail, hang, slow, garbage, huge (a list, or a comma-separated string)."),
     seed: int(0, "Seed of the fault draws (same seed → same faulting calls).").default(0),
     slowMs: int(0, "Delay of a `slow` fault (ms).").default(2000),
     hugeChars: int(1, "Length of a `huge` output (characters; 10 000 000 = 10 MB).").default(10000000),
@@ -349,8 +356,12 @@ export function applyOverrides(raw: Record<string, unknown>, overrides: Record<s
     const parts = key.split(".").filter(Boolean);
     if (parts.length === 0) throw new Error(`config override: empty key`);
     let node: Record<string, unknown> = out;
-    for (const p of parts.slice(0, -1)) {
-      if (typeof node[p] !== "object" || node[p] === null) node[p] = {};
+    for (const [i, p] of parts.slice(0, -1).entries()) {
+      if (node[p] === undefined || node[p] === null) node[p] = {};
+      else if (typeof node[p] !== "object" || Array.isArray(node[p])) {
+        // A section given as a scalar (`rl: 5`) is an error to report, not something to replace silently.
+        throw new ConfigError([`${parts.slice(0, i + 1).join(".")}: expected a mapping of fields, got ${JSON.stringify(node[p])}`]);
+      }
       node = node[p] as Record<string, unknown>;
     }
     node[parts[parts.length - 1]] = parseYaml(value) as unknown;

@@ -161,10 +161,13 @@ export function evalTasks(world: World, config: ExperimentConfig): Task[] {
 export async function warmStartDemos(s: Setup, config: ExperimentConfig): Promise<Trajectory[]> {
   const known = [...s.world.train, ...s.world.test].filter((t) => t.known === true);
   const demos: Trajectory[] = [];
+  // Demonstrations show the protocol on a healthy tool: injected faults (env.faults) are for RL rollouts and
+  // evaluation, never for the warm-start data.
+  const clean: ExperimentConfig = { ...config, env: { ...config.env, faults: { ...config.env.faults, rate: 0 } } };
   for (let k = 0; k <= config.sft.counterfactualWorlds; k++) {
     // World 0 is the real one; the others permute the unknown facts (see counterfactualWorld).
     const world = k === 0 ? s.world : counterfactualWorld(s.world, config.run.seed * 1000 + k);
-    const makeEnv = k === 0 ? s.makeEnv : searchEnvFor(world.passages, config).makeEnv;
+    const makeEnv = searchEnvFor(world.passages, clean).makeEnv;
     demos.push(
       ...(await makeDemonstrations(
         world.train,
@@ -327,9 +330,9 @@ export async function trainRl(
       await savePolicy(run.checkpoint(`step-${step + 1}`), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(step + 1) });
     }
     rlBar.update(step + 1, {
-      reward: res.metrics["reward/mean"].toFixed(3),
-      em: res.metrics.em.toFixed(3),
-      searches: res.metrics.searches.toFixed(2),
+      reward: res.metrics["reward/mean"]?.toFixed(3) ?? "-",
+      em: res.metrics.em?.toFixed(3) ?? "-",
+      searches: res.metrics.searches?.toFixed(2) ?? "-",
     });
   }
   rlBar.stop();

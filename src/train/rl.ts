@@ -85,6 +85,13 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   });
   const groups = rollout.groups;
   const t1 = performance.now();
+  if (groups.length === 0) {
+    // Nothing reached the update (e.g. weights broken by a huge learning rate make every sample fail): a skipped
+    // step, counted by the caller's streak guard like a NaN loss, so training stops with a reason instead of crashing.
+    const first = rollout.dropped[0];
+    ctx.onSkippedUpdate?.(`no trajectory reached the update (${rollout.dropped.length} dropped; first: ${first ? `${first.reason}: ${first.error}` : "none"})`);
+    return { metrics: { ...rolloutMetrics(rollout), "train/informative_fraction": 0 }, groups, timingsMs: { rollout: t1 - t0, reward_advantage: 0, update: 0 } };
+  }
 
   // 2. Reward: every term kept on the trajectory; each group is the context of its members (OTC's estimate).
   await rewardGroups(groups, rewardConfigOf(config), ctx.judge);

@@ -38,10 +38,13 @@ export class RunDir {
       if (!opts.overwrite) {
         throw new Error(`run folder ${this.path} already holds a run; choose another name (--run.name; --name for arl lab) or pass --overwrite`);
       }
+      lockRunFolder(this.path); // never replace a folder another live process is writing
       rmSync(this.path, { recursive: true, force: true });
+      heldLocks.delete(join(this.path, ".lock"));
     }
     mkdirSync(join(this.path, "samples"), { recursive: true });
     mkdirSync(join(this.path, "checkpoints"), { recursive: true });
+    lockRunFolder(this.path);
   }
 
   /** Path of a checkpoint folder by name (e.g. `sft`, `step-10`). */
@@ -130,5 +133,42 @@ export class RunDir {
 
   private atomicWrite(rel: string, text: string): void {
     writeFileAtomic(join(this.path, rel), text);
+  }
+}
+
+/** Run folders this process holds (`.lock` files with our pid), released when the process exits. */
+const heldLocks = new Set<string>();
+let releaseHooked = false;
+
+/**
+ * Takes `<run>/.lock` for this process, so two processes never write one run folder (e.g. a `--resume` started
+ * while the killed run's process is in fact still alive). A lock whose process is gone is taken over.
+ * @throws Error naming the folder and the pid that holds it
+ */
+export function lockRunFolder(path: string): void {
+  const lock = join(path, ".lock");
+  if (heldLocks.has(lock)) return;
+  try {
+    writeFileSync(lock, String(process.pid), { flag: "wx" });
+  } catch {
+    const pid = Number(readFileSync(lock, "utf8").trim());
+    let alive = false;
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid) {
+      try {
+        process.kill(pid, 0);
+        alive = true;
+      } catch (e) {
+        alive = (e as NodeJS.ErrnoException).code === "EPERM";
+      }
+    }
+    if (alive) throw new Error(`run folder ${path} is in use by process ${pid} (another arl train/lab); wait for it or stop it (remove ${lock} only if that process is gone)`);
+    writeFileSync(lock, String(process.pid));
+  }
+  heldLocks.add(lock);
+  if (!releaseHooked) {
+    releaseHooked = true;
+    process.on("exit", () => {
+      for (const l of heldLocks) rmSync(l, { force: true });
+    });
   }
 }

@@ -99,7 +99,7 @@ export class NonFiniteGuard {
     this.run = reason === undefined ? 0 : this.run + 1;
     if (reason !== undefined && this.run >= this.max) {
       throw new NonFiniteError(
-        `${this.stage} step ${step}: ${reason} — ${this.run} step(s) in a row with a NaN/Inf loss or gradient norm (rl.maxNonFiniteSteps ${this.max}); training stopped. Lower the learning rate or check the data and rewards of these steps.`,
+        `${this.stage} step ${step}: ${reason} — ${this.run} step(s) in a row without a usable update (NaN/Inf loss or gradient norm, or no trajectory; rl.maxNonFiniteSteps ${this.max}); training stopped. Lower the learning rate or check the data and rewards of these steps.`,
       );
     }
   }
