@@ -71,6 +71,17 @@ const streamSchema = z
   .optional();
 const tokenIds = z.array(int("a token id (integer ≥ 0)").min(0, "expected a token id ≥ 0"));
 
+/** Sampling fields both endpoints take (OpenAI + vLLM's `stop_token_ids`). */
+const samplingFields = {
+  max_tokens: int("an integer ≥ 0").min(0, "expected an integer ≥ 0").nullable().optional(),
+  temperature: temperatureSchema,
+  top_p: topPSchema,
+  n: int(`an integer in [1, ${MAX_N}]`).min(1, `expected an integer in [1, ${MAX_N}]`).max(MAX_N, `expected an integer in [1, ${MAX_N}]`).nullable().optional(),
+  seed: seedSchema.nullable().optional(),
+  stop: stopSchema,
+  stop_token_ids: tokenIds.nullable().optional(),
+};
+
 /**
  * Body of `POST /v1/completions` (OpenAI `CompletionCreateParams` + vLLM extras). Unknown fields are ignored, as
  * vLLM does.
@@ -80,13 +91,7 @@ export const CompletionRequest = z.looseObject({
   prompt: z.union([z.string(), tokenIds.min(1, "expected at least one prompt token")], {
     error: "expected one prompt: a string or a list of token ids (one prompt per request)",
   }),
-  max_tokens: int("an integer ≥ 0").min(0, "expected an integer ≥ 0").nullable().optional(),
-  temperature: temperatureSchema,
-  top_p: topPSchema,
-  n: int(`an integer in [1, ${MAX_N}]`).min(1, `expected an integer in [1, ${MAX_N}]`).max(MAX_N, `expected an integer in [1, ${MAX_N}]`).nullable().optional(),
-  seed: seedSchema.nullable().optional(),
-  stop: stopSchema,
-  stop_token_ids: tokenIds.nullable().optional(),
+  ...samplingFields,
   logprobs: int("0 or 1").min(0, "expected 0 or 1").max(1, "expected 0 or 1 (only the sampled token's logprob is available)").nullable().optional(),
   echo: z.literal(false, { error: "echo is not supported by this server" }).nullable().optional(),
   stream: streamSchema,
@@ -128,14 +133,8 @@ export const ChatCompletionRequest = z.looseObject({
     })
     .nullable()
     .optional(),
-  max_tokens: int("an integer ≥ 0").min(0, "expected an integer ≥ 0").nullable().optional(),
+  ...samplingFields,
   max_completion_tokens: int("an integer ≥ 0").min(0, "expected an integer ≥ 0").nullable().optional(),
-  temperature: temperatureSchema,
-  top_p: topPSchema,
-  n: int(`an integer in [1, ${MAX_N}]`).min(1, `expected an integer in [1, ${MAX_N}]`).max(MAX_N, `expected an integer in [1, ${MAX_N}]`).nullable().optional(),
-  seed: seedSchema.nullable().optional(),
-  stop: stopSchema,
-  stop_token_ids: tokenIds.nullable().optional(),
   logprobs: z.boolean({ error: "expected true or false" }).nullable().optional(),
   top_logprobs: int("0 or 1").min(0, "expected 0 or 1").max(1, "expected 0 or 1 (only the sampled token's logprob is available)").nullable().optional(),
   stream: streamSchema,
