@@ -65,3 +65,16 @@ describe("SearchEnv", () => {
     expect(r).toHaveLength(2);
   });
 });
+
+describe("search query cap", () => {
+  it("a query over MAX_SEARCH_QUERY_CHARS is an error observation, not a long synchronous search", async () => {
+    const { SearchEnv, MAX_SEARCH_QUERY_CHARS } = await import("../src/envs/search/env.ts");
+    const { BM25Index } = await import("../src/retrieval/bm25.ts");
+    const env = new SearchEnv({ retriever: new BM25Index([{ id: "1", title: "T", text: "capital of peru is lima" }]), topK: 1, maxTurns: 3 });
+    await env.reset({ id: "t", kind: "capital", question: "capital of peru ?", answers: ["lima"] });
+    const r = await env.step(`<search> ${"peru ".repeat(MAX_SEARCH_QUERY_CHARS / 5 + 10)} </search>`);
+    expect(r.done).toBe(false);
+    expect(r.observation).toMatch(/query: a query is at most 2048 characters/);
+    expect((await env.step("<search> capital of peru </search>")).observation).toContain("lima");
+  });
+});

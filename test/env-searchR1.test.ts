@@ -61,3 +61,21 @@ describe("Search-R1 strings", () => {
     expect(formatPassages([])).toBe("");
   });
 });
+
+describe("stripThink", () => {
+  it("removes complete think blocks exactly as the lazy regex does (linear time; long unclosed runs were quadratic)", async () => {
+    const fc = (await import("fast-check")).default;
+    const { stripThink } = await import("../src/env/searchR1.ts");
+    const re = /<think>[\s\S]*?<\/think>/g;
+    const piece = fc.constantFrom("<think>", "</think>", "<search>", "</search>", "a", " ", "\n", "<thin", "k>", "é");
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 40 }), (parts) => {
+        const s = parts.join("");
+        return stripThink(s) === s.replace(re, " ") && stripThink(s, true) === s.replace(re, (m) => " ".repeat(m.length));
+      }),
+      { numRuns: 3000, seed: 7 },
+    );
+    const long = "<think>".repeat(60_000) + "<search> q </search>";
+    expect(stripThink(long)).toBe(long);
+  });
+});

@@ -12,7 +12,7 @@
  *   `decode(skip_special_tokens=True)`.
  */
 import type { Action, Passage, Task, Trajectory, Turn } from "../core/types.ts";
-import { INVALID_ACTION_OBSERVATION, parseSearchR1Action } from "../env/searchR1.ts";
+import { INVALID_ACTION_OBSERVATION, parseSearchR1Action, stripThink } from "../env/searchR1.ts";
 
 /** The marker before the response in Search-R1's full-sequence strings (`qa_em_format.py` `is_valid_sequence`). */
 export const ASSISTANT_MARKER = "<|im_start|>assistant";
@@ -27,7 +27,6 @@ interface Block {
 }
 
 const BLOCK_RE = /<(search|answer|tool_call|information|tool_response)>([\s\S]*?)<\/\1>/g;
-const THINK_RE = /<think>[\s\S]*?<\/think>/g;
 const ACTION_TAGS = new Set(["search", "answer", "tool_call"]);
 /**
  * The env's corrective observation, trimmed. It quotes the action tags (`<search> and </search>`, `<answer> and
@@ -153,7 +152,7 @@ export interface FromTextOptions {
 export function trajectoryFromText(task: Task, solution: string, options: FromTextOptions = {}): Trajectory {
   const text = responseText(solution);
   // Mask think blocks (same length, so indices stay valid) so tags inside them never count.
-  const masked = text.replace(THINK_RE, (m) => " ".repeat(m.length));
+  const masked = stripThink(text, true);
   // Corrective observations split the text: no block spans one, and the tags they quote never count.
   const blocks: Block[] = [];
   for (let from = 0; ; ) {

@@ -52,7 +52,15 @@ export interface SearchEnvConfig {
 }
 
 /** Arguments of the search tool the env calls (validated, so a bad query is an error string, not a crash). */
-const SEARCH_INPUT = z.object({ query: z.string().min(1), topK: z.number().int().positive() });
+/**
+ * Most characters of one search query. BM25 runs synchronously, so the tool timeout cannot cut a huge query short;
+ * the cap bounds one search's work (a longer query is a tool error observation; Search-R1 queries are a few words).
+ */
+export const MAX_SEARCH_QUERY_CHARS = 2048;
+const SEARCH_INPUT = z.object({
+  query: z.string().min(1).max(MAX_SEARCH_QUERY_CHARS, `a query is at most ${MAX_SEARCH_QUERY_CHARS} characters`),
+  topK: z.number().int().positive(),
+});
 
 /** What the search tool must return: passages with string id, title and text (other fields pass unchecked). */
 const SEARCH_OUTPUT = z.array(z.object({ id: z.string(), title: z.string(), text: z.string() }));
