@@ -304,7 +304,6 @@ program
 
 registerServe(program, () => overrides);
 registerExport(program, () => overrides);
-// other command groups register here
 
 try {
   const parsed = extractOverrides(process.argv.slice(2));

@@ -6,7 +6,7 @@
  */
 import type { Command } from "commander";
 import { ConfigError } from "../train/config.ts";
-import type { ServeOptions } from "../serve/http.ts";
+import { DEFAULT_BODY_LIMIT, type ServeOptions } from "../serve/http.ts";
 import { registerServeTrainer } from "./serveTrainer.ts";
 import { registerServeOpenAI } from "./serveOpenai.ts";
 import { registerServeMcp, registerServeRetrieval, registerServeReward } from "./serveVerl.ts";
@@ -26,7 +26,7 @@ export function serveFlags(cmd: Command, defaultPort: number): Command {
     .option("--host <host>", "interface to bind (0.0.0.0 serves other machines)", "127.0.0.1")
     .option("--port <port>", "TCP port (0 = any free port)", String(defaultPort))
     .option("--api-key <key>", "require Authorization: Bearer <key> on every request (default: env ARL_API_KEY, else none)")
-    .option("--max-body <bytes>", "largest accepted request body (bytes; larger ones get 413)", String(16 * 1024 * 1024))
+    .option("--max-body <bytes>", "largest accepted request body (bytes; larger ones get 413)", String(DEFAULT_BODY_LIMIT))
     .option("--request-timeout <ms>", "most time to receive a whole request (ms; slower clients get 408)", "30000");
 }
 
@@ -44,7 +44,7 @@ export function serveOptions(flags: ServeFlags): ServeOptions {
     host: flags.host,
     port,
     apiKey,
-    bodyLimit: int("--max-body", flags.maxBody ?? String(16 * 1024 * 1024), 1, 2 ** 31 - 1),
+    bodyLimit: int("--max-body", flags.maxBody ?? String(DEFAULT_BODY_LIMIT), 1, 2 ** 31 - 1),
     requestTimeoutMs: int("--request-timeout", flags.requestTimeout ?? "30000", 0, 2 ** 31 - 1),
   };
 }
@@ -52,16 +52,9 @@ export function serveOptions(flags: ServeFlags): ServeOptions {
 /** Registers `arl serve` and its subcommands on the program. */
 export function registerServe(program: Command, overrides: () => Record<string, string> = () => ({})): void {
   const serve = program.command("serve").description("Serve the trainer, policy, retrieval, reward or tools over HTTP");
-  void serve;
-  // serve subcommands: one `serve.command(...)` block per kind below, each in its own section.
-  // -- serve trainer --
   registerServeTrainer(serve, overrides);
-  // -- serve openai --
   registerServeOpenAI(serve);
-  // -- serve retrieval --
   registerServeRetrieval(serve, overrides);
-  // -- serve reward --
   registerServeReward(serve, overrides);
-  // -- serve mcp --
   registerServeMcp(serve, overrides);
 }

@@ -99,6 +99,8 @@ export class PolicyAgent implements TurnGenerator {
 /** Index of the first token after which the decoded text contains one of `stops`, or -1 (vLLM's stop-string rule: the
  * sequence is cut after the token that completes the string). `tokens` `[new]`. */
 export function firstStop(tokenizer: Tokenizer, tokens: readonly number[], stops: readonly string[]): number {
+  const whole = tokenizer.decode(tokens);
+  if (!stops.some((x) => whole.includes(x))) return -1; // the common case: one decode, no prefix scan
   for (let i = 0; i < tokens.length; i++) {
     const text = tokenizer.decode(tokens.slice(0, i + 1));
     if (stops.some((x) => text.includes(x))) return i;

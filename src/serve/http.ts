@@ -7,6 +7,9 @@ import { createServer } from "node:http";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
 
+/** Default largest request body (bytes): 16 MiB. */
+export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+
 /** Options every server takes. */
 export interface ServeOptions {
   /** Interface to bind (default `127.0.0.1`; `0.0.0.0` to serve other machines). */
@@ -60,7 +63,7 @@ export function createApp(options: ServeOptions = {}): FastifyInstance {
   const requestTimeout = options.requestTimeoutMs ?? 30_000;
   const app = Fastify({
     logger: false,
-    bodyLimit: options.bodyLimit ?? 16 * 1024 * 1024,
+    bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     // Idle keep-alive sockets are closed at shutdown; in-flight requests finish first (graceful SIGTERM).
     forceCloseConnections: "idle",
     // Node checks request timeouts every `connectionsCheckingInterval` (30 s by default): check often enough that a

@@ -321,7 +321,6 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   const saveWeights = (kind: "weights" | "sampler_weights") => async (req: { body: unknown }) => {
     const body = parseBody(saveBody, req.body);
     const m = model(body.model_id);
-    if (!ID.test(m.id)) throw new HttpError(400, "model_id: invalid");
     return submit(() =>
       train(m, async () => {
         const dir = weightsDir(m.id, kind, body.path);

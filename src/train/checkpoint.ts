@@ -218,7 +218,12 @@ export async function loadPolicy(dir: string): Promise<LoadedPolicy> {
   }
   const pointerPath = join(dir, "tinker.json");
   if (existsSync(pointerPath)) {
-    const pointer = JSON.parse(readFileSync(pointerPath, "utf8")) as TinkerCheckpointPointer;
+    let pointer: TinkerCheckpointPointer;
+    try {
+      pointer = JSON.parse(readFileSync(pointerPath, "utf8")) as TinkerCheckpointPointer;
+    } catch (e) {
+      throw new Error(`checkpoint ${dir}: tinker.json is not valid JSON (${(e as Error).message})`);
+    }
     const backend = await TinkerBackend.create({ baseUrl: pointer.baseUrl, baseModel: pointer.baseModel, apiKey: process.env.TINKER_API_KEY });
     await backend.load(dir);
     return { backend, tokenizer, gpt };

@@ -167,7 +167,7 @@ export async function warmStartDemos(s: Setup, config: ExperimentConfig): Promis
   for (let k = 0; k <= config.sft.counterfactualWorlds; k++) {
     // World 0 is the real one; the others permute the unknown facts (see counterfactualWorld).
     const world = k === 0 ? s.world : counterfactualWorld(s.world, config.run.seed * 1000 + k);
-    const makeEnv = searchEnvFor(world.passages, clean).makeEnv;
+    const makeEnv = k === 0 ? searchEnvFactory(s.index, clean.env) : searchEnvFor(world.passages, clean).makeEnv;
     demos.push(
       ...(await makeDemonstrations(
         world.train,

@@ -88,7 +88,7 @@ export class TinkerBackend implements TrainingBackend {
     const loss_fn_config = lossFn === "ppo" ? ppoLossConfig(config) : undefined;
     const max = this.options.maxDatumsPerRequest ?? 128;
     let loss = 0;
-    const sums: Metrics = {};
+    const seen = new Set<string>();
     const weighted: Metrics = {};
     let tokens = 0;
     const logprobs: number[][] = [];
@@ -105,12 +105,12 @@ export class TinkerBackend implements TrainingBackend {
       for (const [k, v] of Object.entries(m)) {
         if (k === "loss" || k === "tokens") continue;
         weighted[k] = (weighted[k] ?? 0) + v * partTokens;
-        sums[k] = 1;
+        seen.add(k);
       }
       for (const o of out.loss_fn_outputs) logprobs.push(o.logprobs.data);
     }
     const metrics: Metrics = { tokens };
-    for (const k of Object.keys(sums)) metrics[k] = tokens > 0 ? weighted[k] / tokens : 0;
+    for (const k of seen) metrics[k] = tokens > 0 ? weighted[k] / tokens : 0;
     return { loss, metrics, logprobs };
   }
 
