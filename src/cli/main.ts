@@ -209,7 +209,7 @@ program
     const { checkOpenAIEvalFlags, openAIEvalRows } = await import("./evalOpenai.ts");
     const openai = opts.policy.length > 0 ? checkOpenAIEvalFlags(opts) : null;
     const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : resolveConfig(applyOverrides({}, overrides));
-    const policy = opts.checkpoint ? await loadPolicy(opts.checkpoint) : null;
+    const policy = opts.checkpoint ? await loadPolicy(opts.checkpoint, { sampler: config.policy.sampler }) : null;
     const { tasks, makeEnv } = await evalInputs(opts, config);
     const rows: SummaryRow[] = [];
     const reporter = consoleReporter();
@@ -260,7 +260,7 @@ program
     let contextLength = config.policy.contextLength;
     if (opts.checkpoint) {
       if (opts.persona !== undefined) throw new ConfigError(["--persona: a scripted persona acts only without --checkpoint"]);
-      const policy = await loadPolicy(opts.checkpoint);
+      const policy = await loadPolicy(opts.checkpoint, { sampler: config.policy.sampler });
       tokenizer = policy.tokenizer;
       contextLength = policy.gpt.contextLength;
       agent = new PolicyAgent(policy.backend.samplingClient(), tokenizer, {

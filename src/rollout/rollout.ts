@@ -14,6 +14,7 @@ import type { SampledSpan, Task, Trajectory, TrajectoryGroup, Turn } from "../co
 import type { EnvFactory } from "../env/types.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { TurnGenerator } from "./agent.ts";
+import { LaneGate } from "./lanes.ts";
 
 /** Token budgets of an episode. */
 export interface RolloutLimits {
@@ -198,6 +199,14 @@ export interface GroupRolloutOptions {
    * with reason `group_incomplete`); default 1. GRPO needs 2 (one member has no group to be relative to).
    */
   minGroupSize?: number;
+  /**
+   * Sampling lanes (integer ≥ 0; 0 or absent = off, the sampler batches whatever arrives together). With `K ≥ 1`
+   * the batch's episodes are split into K lanes by index (job `i` → lane `i % K`, jobs in (task, member) order) and
+   * each sampling batch is one turn of every live episode of one lane, rounds one at a time (see `LaneGate`): batch
+   * composition no longer depends on tool timing, and with K ≥ 2 one lane decodes while the others wait on their
+   * tools. Needs every episode running at once (`concurrency` ≥ tasks × groupSize).
+   */
+  lanes?: number;
 }
 
 /** An episode that did not reach the caller: which one, why, and the error text. */
@@ -224,6 +233,8 @@ export interface RolloutBatch {
  * `groups.reduce(n + trajectories) + dropped.length = tasks × groupSize`.
  * @returns groups in task order (tasks whose group was dropped are absent), members in member order — independent
  *   of completion order; `dropped` in (task, member) order
+ * @throws Error (before any episode runs) when `lanes` is not an integer ≥ 0, or is on with `concurrency` below the
+ *   number of episodes
  */
 export async function rolloutBatch(
   tasks: readonly Task[],
@@ -239,16 +250,22 @@ export async function rolloutBatch(
   });
   const results: Array<Trajectory | DroppedEpisode> = new Array(jobs.length);
   const limit = Math.max(1, options.concurrency ?? 512);
+  const lanes = options.lanes ?? 0;
+  if (!Number.isInteger(lanes) || lanes < 0) throw new Error(`rollout: lanes must be an integer ≥ 0 (0 = off), got ${lanes}`);
+  if (lanes > 0 && limit < jobs.length) {
+    throw new Error(`rollout: lanes need every episode running at once, but concurrency ${limit} < ${jobs.length} episodes`);
+  }
+  const gate = lanes > 0 ? new LaneGate(agent, lanes, jobs.length) : null;
   let next = 0;
   const worker = async () => {
     while (next < jobs.length) {
       const j = next++;
       const { t, m } = jobs[j];
       try {
-        const traj = await runEpisode(tasks[t], makeEnv, agent, tokenizer, limits, episodeSeed(options.seed, t, m), {
+        const traj = await runEpisode(tasks[t], makeEnv, gate ? gate.generator(j) : agent, tokenizer, limits, episodeSeed(options.seed, t, m), {
           deadlineMs: options.episodeDeadlineMs,
           member: m,
-        });
+        }).finally(() => gate?.leave(j)); // its lane stops waiting for it before anything else runs
         results[j] = traj;
         options.onEpisode?.(traj);
       } catch (e) {

@@ -12,14 +12,14 @@ import type { TrainingBackend } from "../policy/types.ts";
 import type { ExperimentConfig } from "./config.ts";
 
 /**
- * A new backend as the config asks: embedded (fresh weights of `gpt` from `run.seed`) or a new Tinker model of
- * `policy.tinker.baseModel`; then, when `from` is given, the weights saved there (the embedded files, or the
- * `tinker.json` pointer a Tinker backend's `save` wrote).
+ * A new backend as the config asks: embedded (fresh weights of `gpt` from `run.seed`, sampling on the
+ * `policy.sampler` engine) or a new Tinker model of `policy.tinker.baseModel`; then, when `from` is given, the
+ * weights saved there (the embedded files, or the `tinker.json` pointer a Tinker backend's `save` wrote).
  * @throws Error when `from` holds no weights this backend can load, or the Tinker server refuses the model
  */
 export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, from?: string): Promise<TrainingBackend> {
   if (config.policy.backend === "embedded") {
-    const backend = await EmbeddedBackend.create(gpt, config.run.seed);
+    const backend = await EmbeddedBackend.create(gpt, { seed: config.run.seed, samplerEngine: config.policy.sampler });
     if (from) await backend.load(from);
     return backend;
   }

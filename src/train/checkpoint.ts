@@ -197,9 +197,10 @@ export interface LoadedPolicy {
 
 /**
  * Loads a policy saved by `savePolicy` (a Tinker checkpoint needs its server running; the key from `TINKER_API_KEY`).
+ * `options.sampler`: the embedded backend's sampling engine (`policy.sampler`; default "onnx").
  * @throws Error naming the folder or file when it is missing or corrupt (checksums are verified by the backend)
  */
-export async function loadPolicy(dir: string): Promise<LoadedPolicy> {
+export async function loadPolicy(dir: string, options: { sampler?: "jax" | "onnx" } = {}): Promise<LoadedPolicy> {
   if (!existsSync(dir)) throw new Error(`checkpoint ${dir}: no such folder (e.g. runs/default/checkpoints/final)`);
   const manifestPath = join(dir, "policy-manifest.json");
   if (!existsSync(manifestPath)) throw new Error(`checkpoint ${dir}: missing policy-manifest.json (not a folder written by arl train)`);
@@ -228,7 +229,7 @@ export async function loadPolicy(dir: string): Promise<LoadedPolicy> {
     await backend.load(dir);
     return { backend, tokenizer, gpt };
   }
-  const backend = await EmbeddedBackend.create(gpt, 0);
+  const backend = await EmbeddedBackend.create(gpt, { seed: 0, samplerEngine: options.sampler ?? "onnx" });
   await backend.load(dir);
   return { backend, tokenizer, gpt };
 }

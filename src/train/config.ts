@@ -76,6 +76,7 @@ export const EnvConfig = z
     tools: ToolsSection.default(ToolsSection.parse({})).describe("Tool calls: timeout, retries with back-off, concurrency limit, output cap."),
     faults: FaultsSection.default(FaultsSection.parse({})).describe("Deterministic fault injection into the env's tools (off by default)."),
     episodeDeadlineMs: int(0, "Wall-clock limit of one episode (ms; 0 = none). Past it the episode ends truncated; its tool calls are bounded by it. Non-zero values make rollouts depend on machine speed.").default(0),
+    lanes: int(0, "Sampling lanes of the RL rollout (0 = off: a batch is whatever episodes ask together). K ≥ 1 splits each step's episodes into K fixed lanes; every sampling batch is one turn of one lane, so batches do not depend on tool timing (slow or remote tools stay deterministic) and with K ≥ 2 one lane decodes while the others wait on tools (src/rollout/lanes.ts).").default(0),
   })
   .strict();
 
@@ -94,6 +95,12 @@ export const TinkerSection = z
 export const PolicyConfig = z
   .object({
     backend: z.enum(["embedded", "tinker"]).default("embedded").describe("Where the model math runs: `embedded` (in-process CPU GPT) or `tinker` (any Tinker-API server)."),
+    sampler: z
+      .enum(["jax", "onnx"])
+      .default("onnx")
+      .describe(
+        "Sampling engine of the embedded backend: `onnx` (default; onnxruntime-node on an ONNX graph of the same model, rebuilt from the current weights after each update; logprobs match the trainer's to ~1e-5 nats; ~5× faster, BENCHMARKS.md) or `jax` (jax-js, the trainer's own runtime). Ignored by `tinker`.",
+      ),
     tinker: TinkerSection.default(TinkerSection.parse({})),
     dModel: int(8, "Transformer width.").default(96),
     nLayers: int(1, "Transformer blocks.").default(2),

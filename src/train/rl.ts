@@ -81,6 +81,7 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     seed,
     onEpisode: ctx.onEpisode,
     episodeDeadlineMs: config.env.episodeDeadlineMs,
+    lanes: config.env.lanes,
     minGroupSize: 2,
   });
   const groups = rollout.groups;

@@ -35,7 +35,8 @@ import {
   type LossInputs,
 } from "./loss.ts";
 import { adamInit, adamStep, type AdamState } from "./optim.ts";
-import { EmbeddedSampler, type SamplerOptions, type WeightsSnapshot } from "./sampler.ts";
+import { OnnxSampler, type OnnxSamplerOptions } from "../onnx/sampler.ts";
+import { BatchedSampler, EmbeddedSampler, type SamplerOptions, type WeightsSnapshot } from "./sampler.ts";
 
 type Arr = np.Array;
 
@@ -54,7 +55,20 @@ export interface EmbeddedBackendOptions {
   maxTokensPerChunk?: number;
   /** Options of the sampling engine. */
   sampler?: SamplerOptions;
+  /**
+   * Which engine computes the sampler's logits (default "jax"): "jax" decodes on jax-js in this process's wasm
+   * heap; "onnx" runs an ONNX graph of the same model on onnxruntime-node, rebuilt from the current weights when
+   * they change (`../onnx/sampler.ts`). Both share batching, seeding and stopping; logprobs agree to ~1e-5 nats.
+   */
+  samplerEngine?: SamplerEngine;
+  /** Options of the ONNX engine (threads, batching); used when `samplerEngine` is "onnx". */
+  onnx?: OnnxSamplerOptions;
 }
+
+/** The sampling engines of the embedded backend (see `EmbeddedBackendOptions.samplerEngine`). */
+export type SamplerEngine = "jax" | "onnx";
+/** Every `SamplerEngine`, for validation messages. */
+export const SAMPLER_ENGINES: readonly SamplerEngine[] = ["jax", "onnx"];
 
 const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo"];
 
@@ -90,7 +104,11 @@ export class EmbeddedBackend implements TrainingBackend {
   private grads: GPTParams | null = null;
   private readonly biasCache = new Map<number, Float32Array>();
   private readonly logprobProgram: LogprobProgram;
-  private readonly sampler: EmbeddedSampler;
+  private readonly sampler: BatchedSampler;
+  /** Bumped whenever the weights change (the sampler rebuilds derived copies when it differs). */
+  private weightsVersion = 0;
+  /** The params object `weightsVersion` was assigned to (updates and loads replace the object). */
+  private versionedParams: GPTParams | null = null;
   private readonly lengthBucket: number;
   private readonly maxTokensPerChunk: number;
   private disposed = false;
@@ -111,7 +129,14 @@ export class EmbeddedBackend implements TrainingBackend {
     this.lengthBucket = opts.lengthBucket ?? 64;
     this.maxTokensPerChunk = opts.maxTokensPerChunk ?? 3072;
     this.logprobProgram = makeLogprobProgram(this.config.nHeads);
-    this.sampler = new EmbeddedSampler(this.config, () => this.borrowParams(), opts.sampler);
+    const engine = opts.samplerEngine ?? "jax";
+    if (!SAMPLER_ENGINES.includes(engine)) {
+      throw new Error(`unknown samplerEngine "${engine}" (expected ${SAMPLER_ENGINES.join(", ")})`);
+    }
+    this.sampler =
+      engine === "onnx"
+        ? new OnnxSampler(this.config, () => this.borrowParams(), { ...opts.onnx, maxBatchRows: opts.onnx?.maxBatchRows ?? opts.sampler?.maxBatchRows })
+        : new EmbeddedSampler(this.config, () => this.borrowParams(), opts.sampler);
   }
 
   /**
@@ -125,7 +150,11 @@ export class EmbeddedBackend implements TrainingBackend {
   /** A new reference to the current weights (the caller must dispose `params`). @throws Error after dispose */
   borrowParams(): WeightsSnapshot {
     this.checkAlive();
-    return { params: tree.ref(this.params), wte: this.wteHost, wpe: this.wpeHost };
+    if (this.params !== this.versionedParams) {
+      this.versionedParams = this.params;
+      this.weightsVersion++;
+    }
+    return { params: tree.ref(this.params), wte: this.wteHost, wpe: this.wpeHost, version: this.weightsVersion };
   }
 
   /** Number of Adam updates applied so far. */
@@ -341,6 +370,7 @@ export class EmbeddedBackend implements TrainingBackend {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    if (this.sampler instanceof OnnxSampler) this.sampler.release().catch(() => undefined); // frees onnxruntime's session
     tree.dispose(this.params);
     tree.dispose(this.adam.m);
     tree.dispose(this.adam.v);
