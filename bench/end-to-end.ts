@@ -222,7 +222,7 @@ async function main(): Promise<void> {
   });
   const result = {
     bench: "end-to-end",
-    title: "End to end: wall time and peak memory of CLI runs",
+    title: "5. End to end: wall time and peak memory of CLI runs",
     date: new Date().toISOString(),
     command: `node --import tsx bench/end-to-end.ts${args.length ? " " + args.join(" ") : ""}`,
     machine: machine(),

@@ -103,7 +103,7 @@ async function main(): Promise<void> {
   });
   const result = {
     bench: "kernels",
-    title: "Diagnosis: matrix-product throughput, jax-js vs PyTorch",
+    title: "1b. Why: matrix-product throughput, jax-js vs PyTorch",
     date: new Date().toISOString(),
     command: "npm run bench -- --only kernels",
     machine: machine(),

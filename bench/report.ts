@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { benchDir, markdownTable, readResults, rowCells, type BenchResult, type Machine } from "./lib.ts";
 
 /** Benches in the order the suite runs them; others follow alphabetically. */
-export const BENCH_ORDER = ["train-step", "kernels", "sampling", "rollout", "retrieval", "end-to-end"];
+export const BENCH_ORDER = ["train-step", "kernels", "sampling", "rollout", "rollout-jax", "retrieval", "end-to-end"];
 
 /** The hand-written preamble, if any. */
 export const HEAD_FILE = join(benchDir, "BENCHMARKS.head.md");
@@ -82,7 +82,7 @@ export function renderReport(results: readonly BenchResult[], head?: string): st
     parts.push("No results yet: run `npm run bench`.", "");
     return parts.join("\n");
   }
-  parts.push("Regenerate: `npm run bench` (all, ~25 min on 2 cores) or `npm run bench -- --quick` (~10 min); one bench: `npm run bench -- --only retrieval`.", "");
+  parts.push("Regenerate: `npm run bench` (all, ~20 min on 2 cores, the default `arl train` included) or `npm run bench -- --quick` (~10 min); one bench: `npm run bench -- --only retrieval`.", "");
   const targets = targetRows(sorted);
   if (targets.length > 0) {
     const met = targets.filter((t) => t[4] === "met").length;

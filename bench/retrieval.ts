@@ -302,7 +302,7 @@ async function main(): Promise<void> {
   const summary = (r: ChildResult) => ({ buildS: r.buildS, queries: r.latMs.length, p50: p(r, 50), p90: p(r, 90), p99: p(r, 99), max: Math.max(...r.latMs), memMiB: r.heapMiB, rssMiB: r.rssMiB });
   const result = {
     bench: "retrieval",
-    title: "Retrieval: BM25 index build and query latency",
+    title: "4. Retrieval: BM25 index build and query latency (100 000 passages)",
     date: new Date().toISOString(),
     command: `node --import tsx bench/retrieval.ts${args.length ? " " + args.join(" ") : ""}`,
     machine: machine(),

@@ -467,8 +467,8 @@ async function main(): Promise<void> {
   }
   const contention = Math.max(measured.others ?? 0, book.others ?? 0);
   const result = {
-    bench: "rollout",
-    title: "Rollout engine overhead",
+    bench: engine === "onnx" ? "rollout" : `rollout-${engine}`,
+    title: `3. Rollout engine overhead (${engine} sampler)`,
     date: new Date().toISOString(),
     command: `node --import tsx bench/rollout.ts ${args.join(" ")}`.trim(),
     machine: machine(),

@@ -223,9 +223,10 @@ async function main(): Promise<void> {
       const o = ours.get(key)!;
       const tok = median(o.tokS);
       const speedup = t ? tok / t.tok_s : null;
-      const isBase = c.name.startsWith("base");
+      // The target applies to the engine RL samples with by default (policy.sampler: onnx).
+      const isBase = c.name.startsWith("base") && e === "onnx";
       const parts = [
-        `${e === "jax" ? "jax-js (default engine)" : `onnxruntime-node, ${threads ?? 1} thread(s)`}`,
+        `${e === "jax" ? "jax-js (the trainer's runtime)" : `onnxruntime-node (default engine), ${threads ?? 1} thread(s)`}`,
         `${o.decodeStepMs.toFixed(2)} ms/decode step${t ? ` (PyTorch ${t.decode_step_ms.toFixed(2)})` : ""}`,
         `prefill ${o.prefillMs.toFixed(0)} ms`,
         `first call ${(o.firstCallMs / 1000).toFixed(1)} s`,
@@ -247,7 +248,7 @@ async function main(): Promise<void> {
   const ctn = Object.values(contention).filter((x): x is number => x !== null);
   const result = {
     bench: "sampling",
-    title: "Sampling: jax-js and ONNX engines vs PyTorch",
+    title: "2. Sampling with a KV cache: ONNX and jax-js engines vs PyTorch",
     date: new Date().toISOString(),
     command: `node --import tsx bench/sampling.ts ${args.join(" ")}`.trim(),
     machine: machine(),

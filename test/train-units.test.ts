@@ -97,3 +97,20 @@ describe("rlStep with observation tokens unmasked", () => {
     expect(Number.isFinite(res.metrics["train/loss"])).toBe(true);
   });
 });
+
+describe("collectGarbage (run.gcEvery)", () => {
+  it("runs a full collection: unreachable objects are freed at once", async () => {
+    const { collectGarbage } = await import("../src/train/memory.ts");
+    collectGarbage();
+    const base = process.memoryUsage().heapUsed;
+    let junk: Array<{ i: number; s: string }> | null = Array.from({ length: 400_000 }, (_, i) => ({ i, s: `x${i}` }));
+    expect(junk.length).toBe(400_000);
+    const held = process.memoryUsage().heapUsed;
+    junk = null;
+    expect(collectGarbage()).toBe(true);
+    const after = process.memoryUsage().heapUsed;
+    // ~25 MB of garbage: a full collection frees it (a young-generation scavenge alone would leave the promoted part).
+    expect(held - base).toBeGreaterThan(10 * 2 ** 20);
+    expect(after - base).toBeLessThan((held - base) / 4);
+  });
+});

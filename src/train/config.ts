@@ -25,6 +25,7 @@ export const RunConfig = z
     seed: int(0, "Seed of everything: world, init, data order, sampling.").default(0),
     checkpointEvery: int(0, "Save a checkpoint every N RL steps (0 = only at the end).").default(10),
     samplesPerStep: int(0, "Trajectories written to samples/step-<n>.jsonl per RL step.").default(4),
+    gcEvery: int(0, "Full garbage collection every N RL steps (0 = never): memory then follows what the run holds instead of V8's late collection (src/train/memory.ts).").default(1),
   })
   .strict();
 

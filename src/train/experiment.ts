@@ -27,6 +27,7 @@ import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
 import { rlStep } from "./rl.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
 import { RunDir } from "./runDir.ts";
+import { collectGarbage } from "./memory.ts";
 import { makeDemonstrations, NonFiniteGuard, trainSft } from "./sft.ts";
 
 /** A progress bar handle. */
@@ -329,6 +330,7 @@ export async function trainRl(
     if (config.run.checkpointEvery > 0 && (step + 1) % config.run.checkpointEvery === 0) {
       await savePolicy(run.checkpoint(`step-${step + 1}`), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(step + 1) });
     }
+    if (config.run.gcEvery > 0 && (step + 1) % config.run.gcEvery === 0) collectGarbage();
     rlBar.update(step + 1, {
       reward: res.metrics["reward/mean"]?.toFixed(3) ?? "-",
       em: res.metrics.em?.toFixed(3) ?? "-",
