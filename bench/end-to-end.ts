@@ -215,6 +215,10 @@ async function main(): Promise<void> {
           met === false
             ? `${ratio.toFixed(3)}×; RSS grows ${perStep.toFixed(2)} MiB/step${capped ? `; with V8's old space capped at ${CAP_MIB} MiB the ${longSteps}-step run completes at ${mib(capped.peakMiB).toFixed(0)} MiB (${((rssAt(capped, last) - rssAt(capped, shortSteps)) / Math.max(1, last - shortSteps)).toFixed(2)} MiB/step after step ${shortSteps}): most of the growth is garbage V8 collects late (its heap limit is sized from the machine's RAM), not live memory` : ""}`
             : "memory bounded by the configuration",
+        reason:
+          met === false
+            ? `RSS grows ${perStep.toFixed(2)} MiB per step after step ${shortSteps}${capped ? ` (${mib(capped.peakMiB).toFixed(0)} MiB with V8's old space capped at ${CAP_MIB} MiB: garbage collected late rather than live memory)` : ""}; check run.gcEvery (a full collection every N steps)`
+            : undefined,
       });
       const keep = (r: RunCost, steps: number) => ({ steps, wallS: r.wallS, peakMiB: r.peakMiB, perStepMiB: r.perStepMiB.map((x) => Math.round(x)) });
       extra.memory = { short: keep(a, shortSteps), long: keep(b, longSteps), ...(capped ? { cappedOldSpaceMiB: CAP_MIB, longCapped: keep(capped, longSteps) } : {}) };

@@ -105,7 +105,7 @@ async function main(): Promise<void> {
     bench: "kernels",
     title: "1b. Why: matrix-product throughput, jax-js vs PyTorch",
     date: new Date().toISOString(),
-    command: "npm run bench -- --only kernels",
+    command: `node --import tsx bench/kernels.ts ${args.join(" ")}`.trim(),
     machine: machine(),
     reference: py ? `PyTorch CPU, ${threads} threads (torch.matmul)` : "none (no python with torch)",
     rows,

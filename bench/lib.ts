@@ -9,13 +9,21 @@
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, totalmem } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** `bench/` (absolute). */
 export const benchDir: string = dirname(fileURLToPath(import.meta.url));
-/** `bench/results/` (absolute). */
-export const resultsDir: string = join(benchDir, "results");
+/**
+ * Where results are written and read: `bench/results/` (the committed full run), or `ARL_BENCH_RESULTS` (absolute
+ * or relative to the repo root) — `npm run bench -- --quick` uses `bench/results-quick/` so a fast subset never
+ * replaces the full figures.
+ */
+export const resultsDir: string = process.env.ARL_BENCH_RESULTS
+  ? isAbsolute(process.env.ARL_BENCH_RESULTS)
+    ? process.env.ARL_BENCH_RESULTS
+    : join(benchDir, "..", process.env.ARL_BENCH_RESULTS)
+  : join(benchDir, "results");
 
 /** What a measurement ran on. */
 export interface Machine {
@@ -54,8 +62,10 @@ export interface BenchRow {
   target: string;
   /** Whether the target is met (null: no target or not measurable here). */
   met: boolean | null;
-  /** Details and, for a missed target, the reason. */
+  /** Details of the measurement. */
   note: string;
+  /** Why a target was missed (set by the bench when `met` is false; shown in BENCHMARKS.md's Targets table). */
+  reason?: string;
 }
 
 /** The content of `bench/results/<bench>.json`. */

@@ -10,7 +10,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { benchDir, markdownTable, readResults, rowCells, type BenchResult, type Machine } from "./lib.ts";
+import { benchDir, markdownTable, readResults, resultsDir, rowCells, type BenchResult, type Machine } from "./lib.ts";
 
 /** Benches in the order the suite runs them; others follow alphabetically. */
 export const BENCH_ORDER = ["train-step", "kernels", "sampling", "rollout", "rollout-jax", "retrieval", "end-to-end"];
@@ -40,14 +40,15 @@ export function sortResults(results: readonly BenchResult[]): BenchResult[] {
   return [...results].sort((a, b) => rank(a.bench) - rank(b.bench) || a.bench.localeCompare(b.bench));
 }
 
-/** One line per row that has a target: bench, case, measured (with the speedup), target, met, note. */
+/** One line per row that has a target: bench, case, measured (with the speedup), target, met, why missed (else the note), date. */
 export function targetRows(results: readonly BenchResult[]): string[][] {
   const out: string[][] = [];
   for (const r of sortResults(results)) {
     for (const row of r.rows) {
       if (!row.target) continue;
       const [, ours, , speedup, target, met, note] = rowCells(row);
-      out.push([r.bench, row.name, speedup === "—" ? ours : `${ours} (${speedup} the reference)`, target, met, note]);
+      const why = row.met === false ? (row.reason ? `why: ${row.reason}` : "why: (not given by the bench)") : note;
+      out.push([r.bench, row.name, speedup === "—" ? ours : `${ours} (${speedup} the reference)`, target, met, why, formatDate(r.date)]);
     }
   }
   return out;
@@ -88,7 +89,7 @@ export function renderReport(results: readonly BenchResult[], head?: string): st
     const met = targets.filter((t) => t[4] === "met").length;
     const missed = targets.filter((t) => t[4] === "**missed**").length;
     parts.push("## Targets", "", `${met} met, ${missed} missed${targets.length - met - missed ? `, ${targets.length - met - missed} not measured` : ""}.`, "");
-    parts.push(markdownTable([["bench", "case", "measured", "target", "", "note"], ...targets]), "");
+    parts.push(markdownTable([["bench", "case", "measured", "target", "", "why missed / note", "measured on"], ...targets]), "");
   }
   for (const r of sorted) parts.push(renderSection(r));
   return parts.join("\n");
@@ -97,7 +98,8 @@ export function renderReport(results: readonly BenchResult[], head?: string): st
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const i = args.indexOf("--out");
-  const out = i >= 0 ? args[i + 1] : join(benchDir, "..", "BENCHMARKS.md");
+  // The committed report is the full run's; other result folders (--quick) get their report next to their results.
+  const out = i >= 0 ? args[i + 1] : resultsDir === join(benchDir, "results") ? join(benchDir, "..", "BENCHMARKS.md") : join(resultsDir, "BENCHMARKS.md");
   const results = readResults();
   const head = existsSync(HEAD_FILE) ? readFileSync(HEAD_FILE, "utf8") : undefined;
   writeFileSync(out, renderReport(results, head));
@@ -106,7 +108,7 @@ async function main(): Promise<void> {
     console.log(markdownTable([TABLE_HEADER, ...r.rows.map(rowCells)]));
   }
   const targets = targetRows(results);
-  if (targets.length > 0) console.log(`\n## Targets\n${markdownTable([["bench", "case", "measured", "target", "", "note"], ...targets])}`);
+  if (targets.length > 0) console.log(`\n## Targets\n${markdownTable([["bench", "case", "measured", "target", "", "why missed / note", "measured on"], ...targets])}`);
   console.log(`\nwrote ${out} (${results.length} results)`);
 }
 

@@ -410,6 +410,14 @@ async function main(): Promise<void> {
       speedup: null,
       target: "< 5 %",
       met: issue < 0.05,
+      reason:
+        issue < 0.05
+          ? undefined
+          : M < T
+            ? `tool-bound: the model needs ${r1(M)} ms in all, the longest episode's tool chain ${r1(T)} ms, and an episode's turns are sequential (each waits for its observation), so wall ≥ T + that episode's own model turns; vs the serial bound wall / (M + T) − 1 the engine adds ${pct(serial).toFixed(1)} %`
+            : c.lanes === 0 || c.lanes === 1
+              ? `model-bound with lock-step turns: every episode waits on its tool at the same moment, so model and tool time add up (vs the serial bound: ${pct(serial).toFixed(1)} %); lanes ≥ 2 (env.lanes) overlap them`
+              : `${c.lanes} lanes could not hide the tool: each lane's round is shorter than the ${latencyMs} ms tool (try more lanes); vs the serial bound: ${pct(serial).toFixed(1)} %`,
       note:
         `wall / max(M, T) − 1 (median of per-rep ratios); wall ${r1(wall)} ms, M ${r1(M)} ms (model alone, ${alone[0].batches} batches), T ${r1(T)} ms ` +
         `(tool in flight ${r1(med((r) => r.toolUnionMs))} ms); with the tool: ${batches} batches, sampler busy ${r1(med((r) => r.modelMs))} ms ` +

@@ -242,6 +242,10 @@ async function main(): Promise<void> {
         target: isBase ? "≥ 1.0× PyTorch" : "",
         met: isBase && speedup !== null ? speedup >= 1 : null,
         note: parts.join("; "),
+        reason:
+          isBase && speedup !== null && speedup < 1
+            ? `decode steps: ${o.decodeStepMs.toFixed(2)} ms vs PyTorch's ${t?.decode_step_ms.toFixed(2)} ms; check the machine's load (others used ${((contention[key] ?? 0) * 100).toFixed(0)} %) and --threads`
+            : undefined,
       });
     }
   }

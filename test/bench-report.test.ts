@@ -16,7 +16,7 @@ const retrieval: BenchResult = {
   contention: 0.02,
   rows: [
     { name: "index build", ours: 4.2, reference: 6.3, unit: "s", speedup: 1.5, target: "< 30 s", met: true, note: "fine" },
-    { name: "query p50", ours: 7.5, reference: 30, unit: "ms", speedup: 4, target: "< 5 ms", met: false, note: "common words" },
+    { name: "query p50", ours: 7.5, reference: 30, unit: "ms", speedup: 4, target: "< 5 ms", met: false, note: "common words", reason: "postings too long" },
     { name: "index memory", ours: 90, reference: null, unit: "MiB", speedup: null, target: "", met: null, note: "" },
   ],
 };
@@ -54,10 +54,12 @@ describe("bench/report.ts", () => {
     expect(md).toMatch(/\| index memory +\| 90\.0 MiB +\| — +\| — +\| — +\| — +\|/);
     expect(md).toContain("2 met, 1 missed.");
     expect(targetRows([retrieval, e2e])).toEqual([
-      ["retrieval", "index build", "4.20 s (1.50× the reference)", "< 30 s", "met", "fine"],
-      ["retrieval", "query p50", "7.50 ms (4.00× the reference)", "< 5 ms", "**missed**", "common words"],
-      ["end-to-end", "peak RSS 200 ÷ 50 steps", "1.02 ×", "≤ 1.10×", "met", "bounded"],
+      ["retrieval", "index build", "4.20 s (1.50× the reference)", "< 30 s", "met", "fine", "2026-11-30 15:44 UTC"],
+      ["retrieval", "query p50", "7.50 ms (4.00× the reference)", "< 5 ms", "**missed**", "why: postings too long", "2026-11-30 15:44 UTC"],
+      ["end-to-end", "peak RSS 200 ÷ 50 steps", "1.02 ×", "≤ 1.10×", "met", "bounded", "2026-11-30 16:00 UTC"],
     ]);
+    const noReason = { ...retrieval, rows: [{ ...retrieval.rows[1], reason: undefined }] };
+    expect(targetRows([noReason])[0][5]).toBe("why: (not given by the bench)");
   });
 
   it("without results or head: a title and how to make them", () => {
