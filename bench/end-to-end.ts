@@ -20,14 +20,10 @@
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { benchDir, machine, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { flag, benchDir, machine, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const repo = join(benchDir, "..");
 const args = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 const quick = args.includes("--quick");
 const only = new Set((flag("--only") ?? "train,lab,memory").split(",").map((s) => s.trim()));
 if (quick) only.delete("train");

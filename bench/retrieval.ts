@@ -26,14 +26,10 @@ import { fileURLToPath } from "node:url";
 import { BM25Index, PYSERINI_BM25, tokenizeForIndex } from "../src/retrieval/bm25.ts";
 import { loadCorpus, loadQA } from "../src/retrieval/corpus.ts";
 import { ReferenceBM25, replicate } from "./bm25-reference.ts";
-import { benchDir, machine, percentile, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { flag, benchDir, machine, percentile, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const repo = join(benchDir, "..");
 const args = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 const quick = args.includes("--quick");
 const nPassages = Number(flag("--passages") ?? 100_000);
 const nQueries = Number(flag("--queries") ?? (quick ? 100 : 300));

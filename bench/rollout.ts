@@ -49,13 +49,9 @@ import { PolicyAgent, protocolStops } from "../src/rollout/agent.ts";
 import { episodeSeed, rolloutBatch, type RolloutLimits } from "../src/rollout/rollout.ts";
 import { resolveConfig, SMOKE_OVERRIDES, applyOverrides } from "../src/train/config.ts";
 import { setup } from "../src/train/experiment.ts";
-import { machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { flag, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const args = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 const quick = args.includes("--quick");
 /** Measured repetitions per configuration (the median is reported). */
 const reps = Number(flag("--reps") ?? (quick ? 1 : 3));

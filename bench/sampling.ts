@@ -27,23 +27,9 @@ import { EmbeddedBackend, type SamplerEngine } from "../src/policy/embedded/back
 import { paramCount, type GPTConfig } from "../src/policy/embedded/gpt.ts";
 import type { BatchedSampler } from "../src/policy/embedded/sampler.ts";
 import type { OnnxSampler } from "../src/policy/onnx/sampler.ts";
-import {
-  benchDir,
-  findTorchPython,
-  machine,
-  median,
-  printResult,
-  waitIdle,
-  withContention,
-  writeResult,
-  type BenchRow,
-} from "./lib.ts";
+import { flag, benchDir, findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow, measured } from "./lib.ts";
 
 const args = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 const only = flag("--only");
 const engines = (flag("--engines") ?? "jax,onnx").split(",") as SamplerEngine[];
 const noTorch = args.includes("--no-torch");
@@ -168,17 +154,7 @@ function runTorch(py: string): Record<string, { tok_s: number; decode_step_ms: n
   return (JSON.parse(lines[lines.length - 1]) as { results: Record<string, { tok_s: number; decode_step_ms: number }> }).results;
 }
 
-/** Runs `fn` up to `retries` times while other processes use > 10 % of the CPUs; keeps the least disturbed run. */
-async function measured<T>(fn: () => T): Promise<{ value: T; others: number | null }> {
-  let best: { value: T; others: number | null } | null = null;
-  for (let attempt = 0; attempt < retries; attempt++) {
-    await waitIdle(maxWait);
-    const r = await withContention(fn);
-    if (best === null || (r.others ?? 0) < (best.others ?? 0)) best = r;
-    if ((r.others ?? 0) < 0.1) break;
-  }
-  return best!;
-}
+const measuredHere = <T>(fn: () => T) => measured(fn, retries, maxWait);
 
 async function main(): Promise<void> {
   if (childCase !== undefined) {
@@ -193,7 +169,7 @@ async function main(): Promise<void> {
   for (const c of cases) {
     for (const e of engines) {
       const key = `${c.name} ${e}`;
-      const r = await measured(() => runInChild(c, e));
+      const r = await measuredHere(() => runInChild(c, e));
       ours.set(key, r.value);
       contention[key] = r.others;
       const v = r.value;
@@ -209,7 +185,7 @@ async function main(): Promise<void> {
   if (noTorch) torchNote = "skipped (--no-torch)";
   else if (!py) torchNote = "skipped (no /usr/bin/python3 or python3 that can import torch)";
   else {
-    const r = await measured(() => runTorch(py));
+    const r = await measuredHere(() => runTorch(py));
     torch = r.value;
     contention.torch = r.others;
   }

@@ -20,13 +20,9 @@ import type { Datum } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { paramCount, type GPTConfig } from "../src/policy/embedded/gpt.ts";
 import { jaxThreads, relaxedSimd, wasmHeapBytes } from "../src/policy/embedded/jax.ts";
-import { benchDir, findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { flag, benchDir, findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow, measured } from "./lib.ts";
 
 const args = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 const only = flag("--only");
 const steps = Number(flag("--steps") ?? 5);
 const noTorch = args.includes("--no-torch");
@@ -130,17 +126,7 @@ function runCaseInChild(c: TrainCase, env: Record<string, string> = {}): Result 
   return JSON.parse(lines[lines.length - 1]) as Result;
 }
 
-/** Runs `fn` up to `retries` times until other processes used < 10 % of the CPUs; keeps the least disturbed run. */
-async function measured<T>(fn: () => T): Promise<{ value: T; others: number | null }> {
-  let best: { value: T; others: number | null } | null = null;
-  for (let attempt = 0; attempt < retries; attempt++) {
-    await waitIdle(maxWait);
-    const r = await withContention(fn);
-    if (best === null || (r.others ?? 0) < (best.others ?? 0)) best = r;
-    if ((r.others ?? 0) < 0.1) break;
-  }
-  return best!;
-}
+const measuredHere = <T>(fn: () => T) => measured(fn, retries, maxWait);
 
 async function main(): Promise<void> {
   if (childCase !== undefined) {
@@ -156,7 +142,7 @@ async function main(): Promise<void> {
   const busy: Record<string, number> = {};
   let worst = 0;
   for (const c of cases) {
-    const r = await measured(() => runCaseInChild(c));
+    const r = await measuredHere(() => runCaseInChild(c));
     ours[c.name] = r.value;
     busy[c.name] = r.others ?? 0;
     worst = Math.max(worst, r.others ?? 0);
@@ -166,7 +152,7 @@ async function main(): Promise<void> {
   let noFma: Result | null = null;
   const baseCase = cases.find((c) => c.name.startsWith("base"));
   if (baseCase && relaxedSimd && process.env.ARL_RELAXED_SIMD !== "0") {
-    const r = await measured(() => runCaseInChild(baseCase, { ARL_RELAXED_SIMD: "0" }));
+    const r = await measuredHere(() => runCaseInChild(baseCase, { ARL_RELAXED_SIMD: "0" }));
     noFma = r.value;
     worst = Math.max(worst, r.others ?? 0);
     console.log(`  ${baseCase.name} without relaxed SIMD: ${noFma.train_ms.toFixed(0)} ms/step`);
@@ -177,7 +163,7 @@ async function main(): Promise<void> {
   if (noTorch) torchNote = "skipped (--no-torch)";
   else if (!py) torchNote = "skipped: no /usr/bin/python3 or python3 can import torch (Debian: apt install python3-torch)";
   else {
-    const r = await measured(() => runTorch(py, threads));
+    const r = await measuredHere(() => runTorch(py, threads));
     torch = r.value;
     worst = Math.max(worst, r.others ?? 0);
   }
