@@ -7,6 +7,7 @@ import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { causalBias, forward, namedLeaves, type GPTConfig, type GPTParams } from "../src/policy/embedded/gpt.ts";
 import { grad, nn, numpy as np, tree, wasmHeapBytes } from "../src/policy/embedded/jax.ts";
 import { adamInit, adamStep } from "../src/policy/embedded/optim.ts";
+import { expectStopAndValidation } from "./sampler-contract.ts";
 
 const CFG: GPTConfig = { vocabSize: 40, contextLength: 64, dModel: 32, nLayers: 2, nHeads: 2 };
 const tmpDirs: string[] = [];
@@ -100,23 +101,7 @@ describe("sampler", () => {
   it("ends rows by stop token, length and context; rejects over-long prompts", async () => {
     const be = await EmbeddedBackend.create(CFG, 1);
     const client = be.samplingClient();
-    const all = Array.from({ length: CFG.vocabSize }, (_, i) => i);
-    const [stop] = await client.sample(seq(4, 3), { n: 1, maxTokens: 8, temperature: 1, seed: 1, stop: all });
-    expect(stop.tokens.length).toBe(1);
-    expect(stop.stopReason).toBe("stop");
-    const [len] = await client.sample(seq(4, 3), { n: 1, maxTokens: 4, temperature: 0.7, seed: 1 });
-    expect(len.tokens.length).toBe(4);
-    expect(len.stopReason).toBe("length");
-    const [ctx] = await client.sample(seq(61, 3), { n: 1, maxTokens: 10, temperature: 0, seed: 1 });
-    expect(ctx.tokens.length).toBe(3);
-    expect(ctx.stopReason).toBe("context");
-    const [full] = await client.sample(seq(64, 3), { n: 1, maxTokens: 5, temperature: 1, seed: 1 });
-    expect(full).toEqual({ tokens: [], logprobs: [], stopReason: "context" });
-    const [none] = await client.sample(seq(5, 3), { n: 1, maxTokens: 0, temperature: 1, seed: 1 });
-    expect(none).toEqual({ tokens: [], logprobs: [], stopReason: "length" });
-    await expect(client.sample(seq(65, 3), { n: 1, maxTokens: 1, temperature: 1, seed: 1 })).rejects.toThrow(
-      /65 tokens.*64/,
-    );
+    await expectStopAndValidation(client);
   });
 
   it("does not grow the wasm heap over 200 decode steps (no leaked arrays)", async () => {

@@ -15,6 +15,7 @@ import { OnnxSampler } from "../src/policy/onnx/sampler.ts";
 import type { SampledSequence, SampleOptions } from "../src/policy/types.ts";
 import { createBackend } from "../src/train/backends.ts";
 import { resolveConfig } from "../src/train/config.ts";
+import { expectStopAndValidation } from "./sampler-contract.ts";
 
 const CFG: GPTConfig = { vocabSize: 40, contextLength: 64, dModel: 32, nLayers: 2, nHeads: 2 };
 const TOL = 1e-4;
@@ -131,25 +132,7 @@ describe("ONNX sampler", () => {
   it("ends rows by stop token, length and context; rejects bad requests", async () => {
     const be = await onnxBackend(1);
     const client = be.samplingClient();
-    const all = Array.from({ length: CFG.vocabSize }, (_, i) => i);
-    const [stop] = await client.sample(seq(4, 3), { n: 1, maxTokens: 8, temperature: 1, seed: 1, stop: all });
-    expect(stop.tokens.length).toBe(1);
-    expect(stop.stopReason).toBe("stop");
-    const [len] = await client.sample(seq(4, 3), { n: 1, maxTokens: 4, temperature: 0.7, seed: 1 });
-    expect(len.tokens.length).toBe(4);
-    expect(len.stopReason).toBe("length");
-    const [ctx] = await client.sample(seq(61, 3), { n: 1, maxTokens: 10, temperature: 0, seed: 1 });
-    expect(ctx.tokens.length).toBe(3);
-    expect(ctx.stopReason).toBe("context");
-    const [full] = await client.sample(seq(64, 3), { n: 1, maxTokens: 5, temperature: 1, seed: 1 });
-    expect(full).toEqual({ tokens: [], logprobs: [], stopReason: "context" });
-    const [none] = await client.sample(seq(5, 3), { n: 1, maxTokens: 0, temperature: 1, seed: 1 });
-    expect(none).toEqual({ tokens: [], logprobs: [], stopReason: "length" });
-    const [one] = await client.sample(seq(5, 3), { n: 1, maxTokens: 1, temperature: 1, seed: 1 });
-    expect(one.tokens).toHaveLength(1);
-    await expect(client.sample(seq(65, 3), { n: 1, maxTokens: 1, temperature: 1, seed: 1 })).rejects.toThrow(/65 tokens.*64/);
-    await expect(client.sample([1, 99], { n: 1, maxTokens: 1, temperature: 1, seed: 1 })).rejects.toThrow(/99 outside/);
-    await expect(client.sample([1], { n: 0, maxTokens: 1, temperature: 1, seed: 1 })).rejects.toThrow(/n must be/);
+    await expectStopAndValidation(client);
     // A context-capped row and a long one in the same batch.
     const [a, b] = await sampleAll(be, [
       [seq(62, 5), { n: 2, maxTokens: 10, temperature: 1, seed: 3 }],

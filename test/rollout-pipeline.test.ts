@@ -1,24 +1,13 @@
 import { describe, expect, it } from "vitest";
-import type { Passage, Task, Trajectory, TrajectoryGroup } from "../src/core/types.ts";
+import type { Task, Trajectory, TrajectoryGroup } from "../src/core/types.ts";
 import { SearchEnv, type SearchTool } from "../src/envs/search/env.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import type { SampledSequence, SampleOptions, SamplingClient } from "../src/policy/types.ts";
 import { PolicyAgent } from "../src/rollout/agent.ts";
 import { LaneGate } from "../src/rollout/lanes.ts";
 import { episodeSeed, rolloutBatch, type RolloutBatch } from "../src/rollout/rollout.ts";
+import { retriever, tok } from "./toy-search.ts";
 
-const passages: Passage[] = [
-  { id: "p1", title: "france", text: "the capital of france is paris ." },
-  { id: "p2", title: "spain", text: "the capital of spain is madrid ." },
-];
-const tok = WordTokenizer.fromTexts([
-  "question : what is the capital of france ? doc ( title : ) error",
-  ...passages.map((p) => p.text),
-]);
-const retriever = {
-  search: (q: string) => passages.filter((p) => q.split(" ").some((w) => p.text.includes(w))).slice(0, 1),
-};
 const tasks: Task[] = Array.from({ length: 4 }, (_, i) => ({
   id: `t${i}`,
   question: "what is the capital of france ?",

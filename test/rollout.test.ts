@@ -1,24 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { Passage } from "../src/core/types.ts";
 import { SearchEnv } from "../src/envs/search/env.ts";
 import { PolicyAgent } from "../src/rollout/agent.ts";
 import { capObservation, rolloutGroups, runEpisode } from "../src/rollout/rollout.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import type { SampleOptions, SampledSequence, SamplingClient } from "../src/policy/types.ts";
 import { assertTrajectory, trajectoryToDatum } from "../src/algo/datum.ts";
 import { forcedTextFor } from "../src/train/eval.ts";
+import { retriever, tok } from "./toy-search.ts";
 
-const passages: Passage[] = [
-  { id: "p1", title: "france", text: "the capital of france is paris ." },
-  { id: "p2", title: "spain", text: "the capital of spain is madrid ." },
-];
-const tok = WordTokenizer.fromTexts([
-  "question : what is the capital of france ? doc ( title : ) error",
-  ...passages.map((p) => p.text),
-]);
-const retriever = {
-  search: (q: string) => passages.filter((p) => q.split(" ").some((w) => p.text.includes(w))).slice(0, 1),
-};
 const makeEnv = () => new SearchEnv({ retriever, topK: 1, maxTurns: 3 });
 const task = { id: "t1", question: "what is the capital of france ?", answers: ["paris"], kind: "single-hop", known: false };
 
