@@ -35,6 +35,24 @@ describe("grpoAdvantages", () => {
     expect(grpoAdvantages([0.7], { normalizeStd: true })).toEqual([0]);
     expect(grpoAdvantages([], { normalizeStd: false })).toEqual([]);
   });
+  it("an all-equal group gets exactly 0, whatever float sum its mean takes (issue 12 #4)", () => {
+    // Σ of eight 0.1 is 0.7999…, so (r − mean) was 1.39e-11, not 0, and such groups reached the update.
+    for (const normalizeStd of [true, false]) {
+      for (const rewards of [Array(8).fill(0.1), [0.7, 0.7, 0.7], Array(5).fill(-0.3), Array(16).fill(1 / 3)]) {
+        const a = grpoAdvantages(rewards, { normalizeStd });
+        expect(a.every((x) => x === 0 && !Object.is(x, -0))).toBe(true);
+      }
+    }
+  });
+  it("huge finite rewards give finite advantages: GRPO is scale-free, Dr.GRPO throws when the result overflows", () => {
+    const a = grpoAdvantages([1e308, 1e308, -1e308, 1e308], { normalizeStd: true });
+    const b = grpoAdvantages([1, 1, -1, 1], { normalizeStd: true, eps: 0 }); // eps is negligible beside a std of 1e308
+    a.forEach((x, i) => expect(x).toBeCloseTo(b[i], 9));
+    expect(grpoAdvantages([1e308, 1e308, 1e308], { normalizeStd: true })).toEqual([0, 0, 0]);
+    const c = grpoAdvantages([1e308, 0, 0, 0], { normalizeStd: false });
+    [0.75e308, -0.25e308, -0.25e308, -0.25e308].forEach((v, i) => expect(c[i] / v).toBeCloseTo(1, 12));
+    expect(() => grpoAdvantages([1.7e308, -1.7e308, -1.7e308, -1.7e308], { normalizeStd: false })).toThrow(/overflow/);
+  });
   it("non-finite reward throws with its index", () => {
     expect(() => grpoAdvantages([1, Number.NaN], { normalizeStd: true })).toThrow("rewards[1]");
   });

@@ -83,6 +83,8 @@ describe("computeReward", () => {
   });
   it("non-finite weight is rejected", async () => {
     await expect(computeReward(traj(), { weights: { em: Number.NaN } })).rejects.toThrow(/"em": weight must be a finite/);
+    // A finite but huge weight makes totals whose group statistics overflow (issue 12 #4): refused by size.
+    await expect(computeReward(traj(), { weights: { em: 1e308 } })).rejects.toThrow(/"em": weight must be within ±1000000, got 1e\+308/);
   });
   it("a failing term contributes 0, keeps its error, and the other terms still count", async () => {
     // judge without a configured judge throws → recorded; em 1·1 + judge 0·1 = 1

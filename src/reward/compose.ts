@@ -29,8 +29,16 @@ export const DEFAULT_REWARD_CONFIG: RewardConfig = {
 };
 
 /**
+ * Largest |weight| a reward term may have. Term values are bounded (0/1 outcomes, counts of turns, prices), so with
+ * weights bounded a total stays far inside the float range and group statistics on it cannot overflow (issue 12:
+ * rewards of 1e308 made NaN advantages). No sensible design needs a weight near this.
+ */
+export const MAX_REWARD_WEIGHT = 1e6;
+
+/**
  * Checks a config against the registry.
- * @throws Error naming the term when a term is unknown (listing the allowed names) or a weight is not finite
+ * @throws Error naming the term when a term is unknown (listing the allowed names) or a weight is not finite or
+ *   exceeds `MAX_REWARD_WEIGHT` in magnitude
  */
 export function validateRewardConfig(config: RewardConfig): void {
   const allowed = Object.keys(REWARD_TERMS);
@@ -39,6 +47,9 @@ export function validateRewardConfig(config: RewardConfig): void {
       throw new Error(`unknown reward term "${name}"; allowed terms: ${allowed.join(", ")}`);
     }
     if (!Number.isFinite(weight)) throw new Error(`reward term "${name}": weight must be a finite number, got ${weight}`);
+    if (Math.abs(weight) > MAX_REWARD_WEIGHT) {
+      throw new Error(`reward term "${name}": weight must be within ±${MAX_REWARD_WEIGHT}, got ${weight}`);
+    }
   }
 }
 
