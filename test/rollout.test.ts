@@ -79,7 +79,14 @@ describe("rollout token books", () => {
   });
 
   it("observations are capped, keeping the closing tag; groups come back in task order", async () => {
-    expect(capObservation([1, 2, 3, 4, 5, 6, 7], 5)).toEqual([1, 2, 5, 6, 7]);
+    const obsIds = tok.encode("\n\n<information> doc ( title : france ) the capital of france is paris . </information>\n\n");
+    const close = { text: "</information>\n\n", tokenizer: tok }; // 3 word tokens
+    expect(capObservation(obsIds, 5, close)).toEqual([...obsIds.slice(0, 2), ...obsIds.slice(-3)]);
+    expect(tok.decode(capObservation(obsIds, 5, close)!).endsWith("</information>\n\n")).toBe(true);
+    expect(capObservation(obsIds, obsIds.length, close)).toEqual(obsIds); // fits: unchanged
+    expect(capObservation(obsIds, 3, close)).toEqual(obsIds.slice(-3)); // the close alone
+    expect(capObservation(obsIds, 2, close)).toBeNull(); // the close does not fit
+    expect(capObservation(obsIds, 5)).toEqual(obsIds.slice(0, 5)); // no close declared: the head only
     const sampler = new ScriptSampler(["<search> france </search>", "<answer> paris </answer>"]);
     const agent = new PolicyAgent(sampler, tok, { temperature: 1, maxTokensPerTurn: 8, stop });
     const traj = await runEpisode(task, makeEnv, agent, tok, { contextLength: 256, maxObservationTokens: 6 }, 1);

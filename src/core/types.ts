@@ -73,6 +73,12 @@ export interface Passage {
 export interface StepResult {
   /** Text appended to the context after the action (e.g. `\n<information>…</information>\n`); empty when done. */
   observation: string;
+  /**
+   * Text that ends `observation` (e.g. `</information>\n\n`), kept whole when the rollout caps the observation to
+   * its token budget; when even it does not fit, the episode ends truncated. Absent: a capped observation keeps its
+   * head only.
+   */
+  observationClose?: string;
   /** Optional per-step reward from the environment (final rewards are computed by the reward stage). */
   reward?: number;
   /** True when the episode ended (answer given, or turn budget exhausted). */

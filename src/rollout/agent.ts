@@ -49,15 +49,25 @@ export interface PolicyAgentOptions {
   temperature: number;
   /** Maximum sampled tokens per turn (tokens). */
   maxTokensPerTurn: number;
-  /** Token ids that end a turn (e.g. `</search>`, `</answer>`). */
+  /** Token ids that end a turn (e.g. `</search>`, `</answer>`); the turn is cut after the first (see `generate`). */
   stop: number[];
-  /** Strings that end a turn where a tag is several tokens (real BPE tokenizers; see `protocolStops`). */
+  /**
+   * Strings that end a turn where a tag is several tokens (real BPE tokenizers; see `protocolStops`); the turn is cut
+   * after the token that completes the first (see `generate`).
+   */
   stopStrings?: string[];
   /** Optional forced text per turn (baselines); `undefined` = sample freely. */
   forced?: (ctx: TurnContext) => ForcedText | undefined;
 }
 
-/** The model under training (or evaluation), sampling through any `SamplingClient`. */
+/**
+ * The model under training (or evaluation), sampling through any `SamplingClient`.
+ * `generate` cuts every sample after its first stop (`stopCut`: a `stop` id or a `stopStrings` string, whichever comes
+ * first; the completing token kept) whatever the sampler reports, so a sampler or server that ran past the stop (e.g.
+ * `<search> q </search> <answer> a </answer>` in one sample) leaves only the first action in the turn — tokens,
+ * logprobs and loss mask cut together — as Search-R1 `search_r1/llm_agent/generation.py` `_postprocess_responses`
+ * does. A cut sample's stop reason is `stop`. Forced text is not searched for stops.
+ */
 export class PolicyAgent implements TurnGenerator {
   constructor(
     private readonly sampler: SamplingClient,
@@ -82,8 +92,10 @@ export class PolicyAgent implements TurnGenerator {
       stopStrings: this.options.stopStrings,
       seed: ctx.seed,
     });
-    // A server that ignored the stop strings (some Tinker servers take stop ids only) sampled past them: cut there.
-    const cut = this.options.stopStrings?.length && sample.stopReason !== "stop" ? firstStop(this.tokenizer, sample.tokens, this.options.stopStrings) : -1;
+    // Cut at the first stop whatever the sampler reports: a server that ignored the stop strings (some Tinker servers
+    // take stop ids only) or ran past a stop (speculative decoding, a buggy engine) must not put a second action in
+    // the trajectory with loss mask 1 while the env acts on the first.
+    const cut = stopCut(this.tokenizer, sample.tokens, this.options.stop, this.options.stopStrings ?? []);
     if (cut >= 0) sample = { tokens: sample.tokens.slice(0, cut + 1), logprobs: sample.logprobs.slice(0, cut + 1), stopReason: "stop" };
     let stopReason = sample.stopReason;
     if (stopReason === "length" && maxTokens < this.options.maxTokensPerTurn) stopReason = "context";
@@ -96,16 +108,55 @@ export class PolicyAgent implements TurnGenerator {
   }
 }
 
-/** Index of the first token after which the decoded text contains one of `stops`, or -1 (vLLM's stop-string rule: the
- * sequence is cut after the token that completes the string). `tokens` `[new]`. */
-export function firstStop(tokenizer: Tokenizer, tokens: readonly number[], stops: readonly string[]): number {
-  const whole = tokenizer.decode(tokens);
-  if (!stops.some((x) => whole.includes(x))) return -1; // the common case: one decode, no prefix scan
-  for (let i = 0; i < tokens.length; i++) {
-    const text = tokenizer.decode(tokens.slice(0, i + 1));
-    if (stops.some((x) => text.includes(x))) return i;
+/**
+ * Index of the first token after which the decoded text contains one of `stops`, or -1 (vLLM's stop-string rule: the
+ * sequence is cut after the token that completes the string). `tokens` `[new]`.
+ * Cost: one decode when no stop occurs (the common case); otherwise a binary search over prefixes (O(log n) decodes),
+ * which relies on the decoded text of a prefix being a prefix of the decoded text (true of byte-level BPE up to a
+ * trailing partial character, and of the word tokenizer).
+ * @throws Error from `tokenizer.decode` (an id outside the vocabulary)
+ */
+export function firstStop(tokenizer: Pick<Tokenizer, "decode">, tokens: readonly number[], stops: readonly string[]): number {
+  if (stops.length === 0 || tokens.length === 0) return -1;
+  const hit = (n: number) => {
+    const text = tokenizer.decode(tokens.slice(0, n));
+    return stops.some((x) => text.includes(x));
+  };
+  if (!hit(tokens.length)) return -1; // the common case: one decode, no prefix scan
+  let lo = 0; // the first `lo` tokens hold no stop
+  let hi = tokens.length; // the first `hi` tokens hold one
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >>> 1;
+    if (hit(mid)) hi = mid;
+    else lo = mid;
   }
-  return -1;
+  return hi - 1;
+}
+
+/**
+ * Where a sample ends at its first stop: the index of the first token that is one of `stopIds`, or that completes
+ * one of `stopStrings` in the decoded text, whichever comes first (vLLM's rule: the token that completes the stop is
+ * kept); -1 when the sample holds no stop. `tokens` `[new]`, the sampled tokens only.
+ * Cost: an O(n) id scan, then one decode of the tokens before that id, and a prefix search only when a string occurs.
+ * This is the cut Search-R1 makes on decoded responses (`search_r1/llm_agent/generation.py`
+ * `_postprocess_responses`: each response is cut after its first `</search>` or `</answer>`), made on tokens so the
+ * tokens, logprobs and loss mask are cut together.
+ * @throws Error from `tokenizer.decode` (an id outside the vocabulary)
+ */
+export function stopCut(
+  tokenizer: Pick<Tokenizer, "decode">,
+  tokens: readonly number[],
+  stopIds: readonly number[],
+  stopStrings: readonly string[],
+): number {
+  let idCut = -1;
+  if (stopIds.length > 0) {
+    const ids = new Set(stopIds);
+    idCut = tokens.findIndex((t) => ids.has(t));
+  }
+  const before = idCut >= 0 ? tokens.slice(0, idCut) : tokens; // a string completed before the stop id
+  const strCut = firstStop(tokenizer, before, stopStrings);
+  return strCut >= 0 ? strCut : idCut;
 }
 
 /**

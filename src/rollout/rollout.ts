@@ -20,7 +20,11 @@ import { LaneGate } from "./lanes.ts";
 export interface RolloutLimits {
   /** The model's context window (tokens); an episode stops when it is full. */
   contextLength: number;
-  /** Cap on the tokens of one observation (tokens); longer observations keep their head and closing tag. */
+  /**
+   * Cap on the tokens of one observation (tokens); longer observations keep their head and their whole closing text
+   * (`StepResult.observationClose`; see `capObservation`). Where the closing text alone does not fit (the cap, or the
+   * room left in the context, is smaller), the episode ends truncated with no observation appended.
+   */
   maxObservationTokens: number;
 }
 
@@ -34,11 +38,34 @@ export function episodeSeed(seed: number, taskIndex: number, member: number): nu
   return h & 0x7fffffff;
 }
 
-/** Cuts an observation to `cap` tokens, keeping its last 3 (the closing `</information>` and newlines). */
-export function capObservation(tokens: number[], cap: number): number[] {
-  if (tokens.length <= cap) return tokens;
-  const tail = Math.min(3, cap);
-  return tokens.slice(0, cap - tail).concat(tokens.slice(tokens.length - tail));
+/** The text that closes an observation (`StepResult.observationClose`) and the tokenizer that decodes its tokens. */
+export interface ObservationClose {
+  text: string;
+  tokenizer: Pick<Tokenizer, "decode">;
+}
+
+/**
+ * Cuts an observation `[tokens]` (the whole observation, tokenised once) to at most `cap` tokens (an integer ≥ 0).
+ * An observation of at most `cap` tokens comes back as it is. A longer one keeps, with a `close`, the shortest token
+ * suffix whose decoded text contains all of `close.text` (however many tokens that is: `</information>\n\n` is 3
+ * word tokens, and 4 or 5 tokens of the project's BPE fixture, whose first may also hold the text before `</`) after
+ * as many of its head tokens as fit; without one (or when the decoded observation
+ * does not contain `close.text`) just its first `cap` tokens. Tokens are never re-tokenised: head and suffix are
+ * slices of `tokens`.
+ * @returns the kept tokens `[≤ cap]`, or null when the closing suffix alone is longer than `cap` tokens (the caller
+ *   appends no observation: see `runEpisode`)
+ * @throws Error from `close.tokenizer.decode` (an id outside the vocabulary)
+ */
+export function capObservation(tokens: readonly number[], cap: number, close?: ObservationClose): number[] | null {
+  if (tokens.length <= cap) return tokens.slice();
+  const head = (n: number) => tokens.slice(0, Math.max(0, n));
+  if (close === undefined || close.text === "") return head(cap);
+  const has = (from: number) => close.tokenizer.decode(tokens.slice(from)).includes(close.text);
+  if (!has(0)) return head(cap);
+  for (let k = 1; k <= cap; k++) {
+    if (has(tokens.length - k)) return head(cap - k).concat(tokens.slice(tokens.length - k));
+  }
+  return null;
 }
 
 /** Why an episode was dropped instead of reaching the update. */
@@ -79,7 +106,9 @@ export interface EpisodeOptions {
 }
 
 /**
- * Runs one episode to its end (answer, turn budget, full context, or deadline).
+ * Runs one episode to its end (answer, turn budget, full context, or deadline). The context is full too when an
+ * observation's closing text (`StepResult.observationClose`) does not fit the room left: the episode then ends
+ * truncated with no observation appended (see `capObservation`).
  * @returns the trajectory, its invariants satisfied (see `Trajectory`)
  * @throws EpisodeError (with its drop reason) only when the generator, the tokenizer or the env itself throws (tool
  *   failures become observations inside the env), or the prompt does not fit the context
@@ -144,8 +173,15 @@ export async function runEpisode(
     const room = limits.contextLength - tokens.length;
     // A tool call the env cut at the deadline counts too (timers may fire a fraction of a ms before the clock reads it).
     const late = !result.done && (pastDeadline() || (deadlineAt !== undefined && result.info.toolError === "deadline"));
+    // The observation's closing text does not fit: end here rather than append a broken closing tag.
+    let noRoom = false;
     if (!result.done && !late && room > 0) {
-      obsTokens = capObservation(tokenizer.encode(result.observation), Math.min(limits.maxObservationTokens, room));
+      const close = result.observationClose === undefined ? undefined : { text: result.observationClose, tokenizer };
+      const capped = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () =>
+        capObservation(tokenizer.encode(result.observation), Math.min(limits.maxObservationTokens, room), close),
+      );
+      if (capped === null) noRoom = true;
+      else obsTokens = capped;
       tokens.push(...obsTokens);
       lossMask.push(...obsTokens.map(() => 0));
       logprobs.push(...obsTokens.map(() => 0));
@@ -170,7 +206,7 @@ export async function runEpisode(
       endedBy = "deadline";
       break;
     }
-    if (limits.contextLength - tokens.length <= 1) {
+    if (noRoom || limits.contextLength - tokens.length <= 1) {
       truncated = true;
       break;
     }

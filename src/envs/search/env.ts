@@ -5,6 +5,7 @@
 import { z } from "zod";
 import type { Passage, StepResult, Task } from "../../core/types.ts";
 import {
+  INFORMATION_CLOSE,
   INVALID_ACTION_OBSERVATION,
   formatPassages,
   informationObservation,
@@ -89,6 +90,8 @@ export function searchPrompt(question: string): string {
  * something that is not a passage list or more than `maxOutputChars` characters — and the episode goes on. When the
  * `maxTurns`-th turn is not an answer the episode ends with `info.truncated` and
  * observation '' (that last search is not run, like Search-R1's final `do_search=False` round).
+ * `<information>` observations declare `observationClose: INFORMATION_CLOSE`, so a rollout that caps them keeps the
+ * whole `</information>\n\n`.
  */
 export class SearchEnv implements Env {
   private readonly topK: number;
@@ -190,13 +193,19 @@ export class SearchEnv implements Env {
       const latencyMs = this.latency.base;
       return {
         observation: informationObservation(`error: ${res.error}`),
+        observationClose: INFORMATION_CLOSE,
         done: false,
         info: { action, error: res.error, tool: "search", latencyMs, toolError: res.kind },
       };
     }
     const passages = res.value.slice(0, this.topK);
     const latencyMs = this.latency.base + this.latency.perPassage * passages.length;
-    return { observation: informationObservation(formatPassages(passages)), done: false, info: { action, passages, tool: "search", latencyMs } };
+    return {
+      observation: informationObservation(formatPassages(passages)),
+      observationClose: INFORMATION_CLOSE,
+      done: false,
+      info: { action, passages, tool: "search", latencyMs },
+    };
   }
 }
 
