@@ -20,7 +20,7 @@ import type { Datum } from "../core/types.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
-import { firstStop } from "../rollout/agent.ts";
+import { stopCut } from "../rollout/agent.ts";
 import type { LossConfig, SamplingClient } from "../policy/types.ts";
 import {
   AdamParamsWire,
@@ -441,7 +441,8 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       return {
         type: "sample",
         sequences: seqs.map((q) => {
-          const cut = stopStrings.length > 0 && q.stopReason !== "stop" ? firstStop(base.tokenizer, q.tokens, stopStrings) : -1;
+          // The first stop of either kind ends the sequence (a string may complete before the id the sampler stopped at).
+          const cut = stopStrings.length > 0 ? stopCut(base.tokenizer, q.tokens, stop, stopStrings) : -1;
           if (cut >= 0) return { tokens: q.tokens.slice(0, cut + 1), logprobs: q.logprobs.slice(0, cut + 1), stop_reason: "stop" as const };
           return { tokens: q.tokens, logprobs: q.logprobs, stop_reason: q.stopReason === "stop" ? ("stop" as const) : ("length" as const) };
         }),
