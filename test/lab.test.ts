@@ -62,6 +62,12 @@ describe("lab designs", () => {
     expect(rewardConfigOf(designConfig(plain, resolveDesigns(plain)[0])).weights).toEqual({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1, latency: 1 });
   });
 
+  it("refuses a model too large for the embedded backend before the lab folder is touched", async () => {
+    const config = quick({ "run.name": "too-big", "policy.dModel": "8192" });
+    await expect(runLab(config)).rejects.toThrow(/policy\.dModel: 8192 needs ≈ .* GiB/);
+    expect(existsSync(join(root, "too-big"))).toBe(false);
+  });
+
   it("every built-in design's preset exists", () => {
     for (const d of Object.values(BUILTIN_DESIGNS)) expect(Object.hasOwn(REWARD_PRESETS, d.preset)).toBe(true);
   });

@@ -4,13 +4,13 @@
  * reaches the update is a skipped step (counted toward rl.maxNonFiniteSteps), not a crash.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { RunDir } from "../src/train/runDir.ts";
 import { ConfigError, SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup, warmStartDemos } from "../src/train/experiment.ts";
+import { dryRun, setup, warmStartDemos } from "../src/train/experiment.ts";
 import { rlStep } from "../src/train/rl.ts";
 import type { TrainingBackend } from "../src/policy/types.ts";
 
@@ -34,6 +34,69 @@ describe("run folder lock", () => {
     } finally {
       live.kill();
     }
+  });
+});
+
+describe("a run that failed before its first checkpoint", () => {
+  /** A run folder as a run that died during warm start leaves it: config, metrics, samples, no checkpoint, no summary. */
+  const failedEarly = (root: string, name: string): string => {
+    const dir = join(root, name);
+    mkdirSync(join(dir, "checkpoints"), { recursive: true });
+    mkdirSync(join(dir, "samples"), { recursive: true });
+    writeFileSync(join(dir, "config.yaml"), "run: {}\n");
+    writeFileSync(join(dir, "metrics.jsonl"), '{"stage":"sft","step":0}\n');
+    writeFileSync(join(dir, "samples", "step-0.jsonl"), "{}\n");
+    return dir;
+  };
+
+  it("does not block its name: the next run reuses the folder, clearing the stale files, with a notice", () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
+    const dir = failedEarly(root, "a");
+    const notices: string[] = [];
+    const run = new RunDir(root, "a", { overwrite: false, log: (m) => notices.push(m) });
+    expect(run.path).toBe(dir);
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toContain(`run folder ${dir} holds a run that stopped before its first checkpoint`);
+    expect(existsSync(join(dir, "config.yaml"))).toBe(false);
+    expect(existsSync(join(dir, "metrics.jsonl"))).toBe(false);
+    expect(existsSync(join(dir, "samples", "step-0.jsonl"))).toBe(false);
+    expect(existsSync(join(dir, "checkpoints"))).toBe(true);
+    expect(readFileSync(join(dir, ".lock"), "utf8")).toBe(String(process.pid));
+  });
+
+  it("a folder holding a checkpoint or a summary still needs --overwrite or --resume", () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
+    const withCkpt = failedEarly(root, "ckpt");
+    mkdirSync(join(withCkpt, "checkpoints", "sft"));
+    writeFileSync(join(withCkpt, "checkpoints", "sft", "manifest.json"), "{}");
+    expect(() => new RunDir(root, "ckpt", { overwrite: false })).toThrow(`run folder ${withCkpt} already holds a run`);
+    expect(existsSync(join(withCkpt, "metrics.jsonl"))).toBe(true); // untouched
+    const withSummary = failedEarly(root, "done");
+    writeFileSync(join(withSummary, "summary.json"), "{}");
+    expect(() => new RunDir(root, "done", { overwrite: false })).toThrow(`run folder ${withSummary} already holds a run`);
+    new RunDir(root, "done", { overwrite: true }); // as before
+    expect(existsSync(join(withSummary, "summary.json"))).toBe(false);
+  });
+
+  it("is still refused while a live process holds its lock (a run still in its warm start)", async () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
+    const dir = failedEarly(root, "live");
+    const live = spawn("sleep", ["10"]);
+    try {
+      writeFileSync(join(dir, ".lock"), String(live.pid));
+      expect(() => new RunDir(root, "live", { overwrite: false })).toThrow(`run folder ${dir} is in use by process ${live.pid}`);
+      expect(existsSync(join(dir, "metrics.jsonl"))).toBe(true); // nothing cleared
+      await expect(dryRun(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "live" })))).rejects.toThrow(`is in use by process ${live.pid}`);
+    } finally {
+      live.kill();
+    }
+  });
+
+  it("dry run says the folder would be reused", async () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
+    failedEarly(root, "smoke");
+    const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "smoke" }));
+    expect((await dryRun(config)).at(-1)).toBe(`run folder: ${join(root, "smoke")} (a run that stopped before its first checkpoint: would be reused)`);
   });
 });
 

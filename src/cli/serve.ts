@@ -5,6 +5,7 @@
  * Every server binds 127.0.0.1 unless `--host` widens it, and checks `--api-key` when given.
  */
 import type { Command } from "commander";
+import { MAX_TIMER_MS } from "../env/tool.ts";
 import { ConfigError } from "../train/config.ts";
 import { DEFAULT_BODY_LIMIT, type ServeOptions } from "../serve/http.ts";
 import { registerServeTrainer } from "./serveTrainer.ts";
@@ -45,7 +46,7 @@ export function serveOptions(flags: ServeFlags): ServeOptions {
     port,
     apiKey,
     bodyLimit: int("--max-body", flags.maxBody ?? String(DEFAULT_BODY_LIMIT), 1, 2 ** 31 - 1),
-    requestTimeoutMs: int("--request-timeout", flags.requestTimeout ?? "30000", 0, 2 ** 31 - 1),
+    requestTimeoutMs: int("--request-timeout", flags.requestTimeout ?? "30000", 0, MAX_TIMER_MS), // Node's timer limit
   };
 }
 

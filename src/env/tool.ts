@@ -156,7 +156,9 @@ export class ToolLimiter {
 
 /**
  * Options of `callTool` (all optional; the defaults reproduce the plain validate-and-time-out call).
- * - `timeoutMs`: wall-clock limit of one attempt (ms, > 0; default 10 000); the attempt's `signal` is aborted;
+ * - `timeoutMs`: wall-clock limit of one attempt (ms, > 0 and ≤ `MAX_TIMER_MS`; default 10 000); the attempt's
+ *   `signal` is aborted. Every ms option here is at most `MAX_TIMER_MS` (2³¹−1; Node's timers fire a longer delay
+ *   after 1 ms), else the call fails with kind `config`;
  * - `retries`: extra attempts after an error the tool marks retryable (`RetryableToolError` / `retryable: true`;
  *   integer ≥ 0, default 0). Timeouts, invalid input and invalid output are never retried: retrying a hang
  *   multiplies the wait, and a tool that wants its own timeouts retried throws a `RetryableToolError` itself;
@@ -239,6 +241,13 @@ function checkOutput(t: Tool, value: unknown, cap: number): { kind: ToolErrorKin
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The longest delay Node's timers can wait: 2³¹−1 ms (≈ 24.8 days). `setTimeout` (and `AbortSignal.timeout`, built on
+ * it) silently clamps a larger delay to 1 ms, so a timeout of 3e9 ms would fire at once; every millisecond option
+ * (config fields, `callTool`, the judge) is bounded by this instead.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** A number option: undefined → `def`; else it must pass `ok`. */
 function opt(name: string, v: number | undefined, def: number, ok: (x: number) => boolean, allowed: string): number {
   const x = v ?? def;
@@ -263,12 +272,13 @@ export async function callTool<S extends z.ZodType, R>(
 ): Promise<ToolResult<R>> {
   let timeoutMs: number, retries: number, backoffMs: number, maxBackoffMs: number, cap: number, queueTimeoutMs: number;
   try {
-    timeoutMs = opt("timeoutMs", options.timeoutMs, 10_000, (x) => x > 0, "> 0 ms");
+    const timerLimit = `(Node's timer limit; a longer delay would fire after 1 ms)`;
+    timeoutMs = opt("timeoutMs", options.timeoutMs, 10_000, (x) => x > 0 && x <= MAX_TIMER_MS, `> 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
     retries = opt("retries", options.retries, 0, (x) => Number.isInteger(x) && x >= 0, "an integer ≥ 0");
-    backoffMs = opt("backoffMs", options.backoffMs, 100, (x) => x >= 0, "≥ 0 ms");
-    maxBackoffMs = opt("maxBackoffMs", options.maxBackoffMs, 5_000, (x) => x >= 0, "≥ 0 ms");
+    backoffMs = opt("backoffMs", options.backoffMs, 100, (x) => x >= 0 && x <= MAX_TIMER_MS, `≥ 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
+    maxBackoffMs = opt("maxBackoffMs", options.maxBackoffMs, 5_000, (x) => x >= 0 && x <= MAX_TIMER_MS, `≥ 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
     cap = opt("maxOutputChars", options.maxOutputChars, 100_000, (x) => Number.isInteger(x) && x > 0, "an integer > 0");
-    queueTimeoutMs = opt("queueTimeoutMs", options.queueTimeoutMs, timeoutMs, (x) => x >= 0, "≥ 0 ms");
+    queueTimeoutMs = opt("queueTimeoutMs", options.queueTimeoutMs, timeoutMs, (x) => x >= 0 && x <= MAX_TIMER_MS, `≥ 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
   } catch (e) {
     return { ok: false, error: `tool ${t.name}: ${(e as Error).message.replace(/^callTool: /, "")}`, kind: "config", attempts: 0 };
   }

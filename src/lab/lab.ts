@@ -12,7 +12,7 @@ import { answeredWithoutSearch, needlessSearches } from "../reward/evidence.ts";
 import { formatTrajectory } from "../rollout/format.ts";
 import { createBackend } from "../train/backends.ts";
 import { SMOKE_OVERRIDES, rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
-import { checkReward, evalRow, evalTasks, setup, silentReporter, slug, trainRl, warmStart, warmStartDemos, type Reporter } from "../train/experiment.ts";
+import { checkMemory, checkReward, evalRow, evalTasks, setup, silentReporter, slug, trainRl, warmStart, warmStartDemos, memoryWarning, type Reporter } from "../train/experiment.ts";
 import { mean, trajectoryEm } from "../train/metrics.ts";
 import { RunDir } from "../train/runDir.ts";
 import { computeClaims } from "./claims.ts";
@@ -65,7 +65,8 @@ export function exampleTasks(tasks: readonly Task[], n: number, seed: number): T
 /**
  * Runs a lab: warm start once, then RL per design (`lab.designs`), evaluation, claims, `lab.json` and `report.html`.
  * @returns the lab's results (also written to `lab.json`)
- * @throws ConfigError for unknown designs or invalid overrides (before any training); Error when the run folder
+ * @throws ConfigError for unknown designs, invalid overrides or a model too large for the embedded backend (before any
+ *   training); Error when the run folder
  *   exists and `overwrite` is false
  */
 export async function runLab(config: ExperimentConfig, reporter: Reporter = silentReporter, options: LabOptions = { overwrite: false, quick: false }): Promise<LabResult> {
@@ -73,9 +74,13 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
   const configs = designs.map((d) => designConfig(config, d)); // validate every design before training anything
   for (const c of configs) checkReward(c);
   const t0 = performance.now();
+  const s = setup(config);
+  // A model that cannot fit the embedded backend is refused before the lab folder is touched (designs cannot
+  // override policy.*, so the lab's config decides for all of them).
+  const warning = memoryWarning(checkMemory(config, s));
+  if (warning !== undefined) reporter.log(`warning: ${warning}`);
   const lab = new RunDir(config.run.dir, config.run.name, options);
   lab.writeConfig(config);
-  const s = setup(config);
   reporter.log(
     `lab ${config.run.name}: designs ${designs.map((d) => d.name).join(", ")}; ${config.rl.steps} RL steps each from one warm start ` +
       `(${s.world.train.length} train / ${s.world.test.length} test questions)`,

@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
+import { MAX_TIMER_MS } from "../env/tool.ts";
 import type { Judge, JudgeOptions } from "./types.ts";
 
 /** A judge verdict as cached: the score and the judge's reply. */
@@ -96,7 +97,7 @@ export class OpenAIJudge implements Judge {
    * @param options endpoint, model, rubric, key variable, retries, timeout and prices (`JudgeOptions`)
    * @param cacheFile optional JSON cache file (created on the first verdict; its folder too)
    * @throws Error naming the field when baseUrl, model or rubric is empty, maxRetries is not an integer ≥ 0,
-   *   timeoutMs is not positive or a price is negative; Error naming the file when the cache file is not valid JSON
+   *   timeoutMs is not positive or exceeds `MAX_TIMER_MS` (2³¹−1 ms), or a price is negative; Error naming the file when the cache file is not valid JSON
    */
   constructor(options: JudgeOptions, cacheFile?: string) {
     for (const k of ["baseUrl", "model", "rubric"] as const) {
@@ -109,6 +110,10 @@ export class OpenAIJudge implements Judge {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS;
     if (!(Number.isFinite(this.timeoutMs) && this.timeoutMs > 0)) {
       throw new Error(`judge.timeoutMs must be a positive number of ms, got ${options.timeoutMs}`);
+    }
+    if (this.timeoutMs > MAX_TIMER_MS) {
+      // AbortSignal.timeout clamps a delay above 2³¹−1 ms to 1 ms: every call would time out at once.
+      throw new Error(`judge.timeoutMs must be at most ${MAX_TIMER_MS} ms (Node's timer limit; a longer timeout would fire after 1 ms), got ${options.timeoutMs}`);
     }
     for (const k of ["pricePerInputToken", "pricePerOutputToken"] as const) {
       const p = options[k];

@@ -3,9 +3,11 @@
  * `reward`, `eval`. Every field has a zod default and a description; validation errors name the path and the
  * allowed values (`rl.groupSize: expected an integer ≥ 2, got -3`). CLI flags override fields (`--rl.groupSize 8`).
  */
+import { constants as bufferConstants } from "node:buffer";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { MAX_TIMER_MS } from "../env/tool.ts";
 import { REWARD_TERMS } from "../reward/terms.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { DEFAULT_REWARD_OPTIONS, type RewardConfig as RewardSpec } from "../reward/compose.ts";
@@ -13,6 +15,39 @@ import { DEFAULT_DETECTOR_THRESHOLDS as D } from "../reward/detectors.ts";
 
 const int = (min: number, desc: string) => z.number().int().min(min).describe(desc);
 const num = (desc: string) => z.number().describe(desc);
+/** An integer in [min, max]; errors show the range. */
+const intIn = (min: number, max: number, desc: string) => z.number().int().min(min).max(max).describe(desc);
+/**
+ * A duration in ms, at most `MAX_TIMER_MS` (2³¹−1): Node's `setTimeout` / `AbortSignal.timeout` silently clamp a
+ * longer delay to 1 ms, so a 3e9 ms timeout would fire at once. `headroom` (ms) is subtracted for fields a caller
+ * adds to before it sets a timer.
+ */
+const ms = (min: number, desc: string, headroom = 0) => z.number().int().min(min).max(MAX_TIMER_MS - headroom).describe(desc);
+
+/** Upper bounds of sizes that are absurd beyond them (the embedded backend's memory check refuses far less). */
+export const SIZE_BOUNDS = {
+  /** Model width: the largest open models use 16 384. */
+  dModel: 65_536,
+  nLayers: 1_024,
+  nHeads: 1_024,
+  mlpRatio: 64,
+  /** Context window (tokens): 2²⁰; remote (Tinker) models reach 128 Ki–1 Mi tokens. */
+  contextLength: 1_048_576,
+  /** Rows of one batch: demonstrations per SFT step, questions per RL step, replayed demonstrations. */
+  batch: 65_536,
+  /** Episodes per question (GRPO's G). */
+  groupSize: 4_096,
+  /** Characters of one tool output: V8's longest string (2²⁹−24 on 64-bit Node); longer ones throw RangeError. */
+  chars: bufferConstants.MAX_STRING_LENGTH,
+} as const;
+
+/**
+ * Splits a comma-separated list (`--env.faults.kinds hang,slow`), as the list fields' preprocessors do; the error
+ * messages split the raw string the same way to show the offending item.
+ */
+function commaList(v: string): string[] {
+  return v.split(",").map((x) => x.trim()).filter(Boolean);
+}
 
 export const RunConfig = z
   .object({
@@ -41,12 +76,12 @@ export const WorldSection = z
 
 export const ToolsSection = z
   .object({
-    timeoutMs: int(1, "Limit of one tool-call attempt (ms); past it the call is aborted and observes an error.").default(10000),
-    retries: int(0, "Retries of a tool call that failed with an error the tool marks retryable (RetryableToolError / retryable: true); timeouts are not retried.").default(0),
-    backoffMs: int(0, "Wait before the first retry (ms), doubled before each further retry, capped at maxBackoffMs.").default(100),
-    maxBackoffMs: int(0, "Cap on the wait between retries (ms).").default(5000),
+    timeoutMs: ms(1, "Limit of one tool-call attempt (ms, ≤ 2³¹−1); past it the call is aborted and observes an error.").default(10000),
+    retries: intIn(0, 1_000, "Retries of a tool call that failed with an error the tool marks retryable (RetryableToolError / retryable: true); timeouts are not retried.").default(0),
+    backoffMs: ms(0, "Wait before the first retry (ms, ≤ 2³¹−1), doubled before each further retry, capped at maxBackoffMs.").default(100),
+    maxBackoffMs: ms(0, "Cap on the wait between retries (ms, ≤ 2³¹−1).").default(5000),
     maxConcurrency: int(0, "Calls of one tool running at once across all episodes (0 = unlimited); a queued call waits up to timeoutMs for a slot, not counted in its own timeout.").default(0),
-    maxOutputChars: int(1, "Cap on a tool's output (characters of the string or its JSON); longer output is an error observation.").default(100000),
+    maxOutputChars: intIn(1, SIZE_BOUNDS.chars, "Cap on a tool's output (characters of the string or its JSON, ≤ V8's longest string); longer output is an error observation.").default(100000),
   })
   .strict();
 
@@ -56,14 +91,14 @@ export const FaultsSection = z
     kinds: z
       .preprocess(
         // `--env.faults.kinds hang` or `hang,slow` as well as a YAML list.
-        (v) => (typeof v === "string" ? v.split(",").map((x) => x.trim()).filter(Boolean) : v),
+        (v) => (typeof v === "string" ? commaList(v) : v),
         z.array(z.enum(["fail", "hang", "slow", "garbage", "huge"])).min(1),
       )
       .default(["fail", "hang", "slow", "garbage", "huge"])
       .describe("Faults drawn uniformly: fail, hang, slow, garbage, huge (a list, or a comma-separated string)."),
     seed: int(0, "Seed of the fault draws (same seed → same faulting calls).").default(0),
-    slowMs: int(0, "Delay of a `slow` fault (ms).").default(2000),
-    hugeChars: int(1, "Length of a `huge` output (characters; 10 000 000 = 10 MB).").default(10000000),
+    slowMs: ms(0, "Delay of a `slow` fault (ms, ≤ 2³¹−1).").default(2000),
+    hugeChars: intIn(1, SIZE_BOUNDS.chars, "Length of a `huge` output (characters, ≤ V8's longest string; 10 000 000 = 10 MB).").default(10000000),
     retryableShare: z.number().min(0).max(1).default(0.5).describe("Share of `fail` faults marked retryable, in [0, 1]."),
   })
   .strict();
@@ -71,13 +106,13 @@ export const FaultsSection = z
 export const EnvConfig = z
   .object({
     world: WorldSection.default(WorldSection.parse({})),
-    topK: int(1, "Passages returned per search (Search-R1 default 3).").default(3),
-    maxTurns: int(1, "Turns per episode before it is cut off.").default(4),
-    maxObservationTokens: int(8, "Cap on the tokens of one <information> observation.").default(96),
+    topK: intIn(1, 1_000, "Passages returned per search (Search-R1 default 3).").default(3),
+    maxTurns: intIn(1, 1_000, "Turns per episode before it is cut off.").default(4),
+    maxObservationTokens: intIn(8, SIZE_BOUNDS.contextLength, "Cap on the tokens of one <information> observation.").default(96),
     tools: ToolsSection.default(ToolsSection.parse({})).describe("Tool calls: timeout, retries with back-off, concurrency limit, output cap."),
     faults: FaultsSection.default(FaultsSection.parse({})).describe("Deterministic fault injection into the env's tools (off by default)."),
-    episodeDeadlineMs: int(0, "Wall-clock limit of one episode (ms; 0 = none). Past it the episode ends truncated; its tool calls are bounded by it. Non-zero values make rollouts depend on machine speed.").default(0),
-    lanes: int(0, "Sampling lanes of the RL rollout (0 = off: a batch is whatever episodes ask together). K ≥ 1 splits each step's episodes into K fixed lanes; every sampling batch is one turn of one lane, so batches do not depend on tool timing (slow or remote tools stay deterministic) and with K ≥ 2 one lane decodes while the others wait on tools (src/rollout/lanes.ts).").default(0),
+    episodeDeadlineMs: ms(0, "Wall-clock limit of one episode (ms, ≤ 2³¹−1; 0 = none). Past it the episode ends truncated; its tool calls are bounded by it. Non-zero values make rollouts depend on machine speed.").default(0),
+    lanes: intIn(0, 4_096, "Sampling lanes of the RL rollout (0 = off: a batch is whatever episodes ask together). K ≥ 1 splits each step's episodes into K fixed lanes; every sampling batch is one turn of one lane, so batches do not depend on tool timing (slow or remote tools stay deterministic) and with K ≥ 2 one lane decodes while the others wait on tools (src/rollout/lanes.ts).").default(0),
   })
   .strict();
 
@@ -87,7 +122,8 @@ export const TinkerSection = z
     baseModel: z.string().min(1).default("arl/init").describe("Base model to fine-tune (e.g. Qwen/Qwen3-8B; `arl serve trainer` offers arl/init and its checkpoints)."),
     loraRank: int(1, "LoRA rank sent with create_model (hosted Tinker trains LoRA; arl serve trainer trains all weights).").default(32),
     apiKeyEnv: z.string().default("TINKER_API_KEY").describe("Environment variable holding the API key (keys never go in config files)."),
-    timeoutMs: int(1000, "Per-request timeout (ms); failed requests are retried with back-off.").default(60000),
+    // The client waits up to timeoutMs + 30 s for a future's result: the bound leaves that headroom under the timer limit.
+    timeoutMs: ms(1000, "Per-request timeout (ms, ≤ 2³¹−1 − 30 000); failed requests are retried with back-off.", 30_000).default(60000),
     sendStopStrings: z.boolean().default(true).describe("Send multi-token stop strings (</search>) to the server; false for servers that take stop ids only (SkyRL) — the client then cuts samples at them."),
     tokenizer: z.string().optional().describe("Folder with the model's tokenizer.json (+ tokenizer_config.json) for a real model; default the world's word tokenizer."),
   })
@@ -103,11 +139,11 @@ export const PolicyConfig = z
         "Sampling engine of the embedded backend: `onnx` (default; onnxruntime-node on an ONNX graph of the same model, rebuilt from the current weights after each update; logprobs match the trainer's to ~1e-5 nats; ~5× faster, BENCHMARKS.md) or `jax` (jax-js, the trainer's own runtime). Ignored by `tinker`.",
       ),
     tinker: TinkerSection.default(TinkerSection.parse({})),
-    dModel: int(8, "Transformer width.").default(96),
-    nLayers: int(1, "Transformer blocks.").default(2),
-    nHeads: int(1, "Attention heads (must divide dModel).").default(4),
-    mlpRatio: int(1, "MLP hidden size / dModel.").default(4),
-    contextLength: int(32, "Context window (tokens).").default(256),
+    dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits its 4 GiB wasm heap is checked at start: estimateEmbeddedMemory).").default(96),
+    nLayers: intIn(1, SIZE_BOUNDS.nLayers, "Transformer blocks.").default(2),
+    nHeads: intIn(1, SIZE_BOUNDS.nHeads, "Attention heads (must divide dModel).").default(4),
+    mlpRatio: intIn(1, SIZE_BOUNDS.mlpRatio, "MLP hidden size / dModel.").default(4),
+    contextLength: intIn(32, SIZE_BOUNDS.contextLength, "Context window (tokens).").default(256),
   })
   .strict()
   .refine((p) => p.dModel % p.nHeads === 0, { message: "policy.nHeads must divide policy.dModel", path: ["nHeads"] });
@@ -115,10 +151,10 @@ export const PolicyConfig = z
 export const SftConfig = z
   .object({
     steps: int(0, "Warm-start (SFT) optimizer steps.").default(1000),
-    batchSize: int(1, "Demonstrations per SFT step.").default(32),
+    batchSize: intIn(1, SIZE_BOUNDS.batch, "Demonstrations per SFT step.").default(32),
     learningRate: z.number().positive().default(3e-3).describe("Adam learning rate of SFT."),
-    demosPerTask: int(1, "Demonstrations generated per training question and world.").default(3),
-    counterfactualWorlds: int(0, "Extra demonstration worlds whose unknown facts are permuted, so the policy learns to read evidence instead of memorising answers.").default(3),
+    demosPerTask: intIn(1, 1_000, "Demonstrations generated per training question and world.").default(3),
+    counterfactualWorlds: intIn(0, 1_000, "Extra demonstration worlds whose unknown facts are permuted, so the policy learns to read evidence instead of memorising answers.").default(3),
     personas: z
       .object({
         careful: z.number().min(0).default(0.2).describe("Searches only when the fact is unknown; good queries."),
@@ -134,20 +170,20 @@ export const SftConfig = z
 export const RlConfig = z
   .object({
     steps: int(0, "RL steps (rollout → reward → advantage → update).").default(100),
-    tasksPerStep: int(1, "Questions per RL step.").default(16),
-    groupSize: int(2, "Episodes per question (GRPO's G).").default(8),
+    tasksPerStep: intIn(1, SIZE_BOUNDS.batch, "Questions per RL step.").default(16),
+    groupSize: intIn(2, SIZE_BOUNDS.groupSize, "Episodes per question (GRPO's G).").default(8),
     temperature: z.number().min(0).default(1).describe("Sampling temperature of rollouts."),
-    maxTokensPerTurn: int(1, "Sampled tokens per turn.").default(16),
+    maxTokensPerTurn: intIn(1, SIZE_BOUNDS.contextLength, "Sampled tokens per turn.").default(16),
     learningRate: z.number().positive().default(1e-3).describe("Adam learning rate of RL."),
     lossFn: z.enum(["ppo", "importance_sampling"]).default("ppo").describe("Policy loss (Tinker names)."),
     clipLow: z.number().min(0).default(0.2).describe("PPO clip: ratio ≥ 1 − clipLow."),
     clipHigh: z.number().min(0).default(0.2).describe("PPO clip: ratio ≤ 1 + clipHigh."),
     klCoef: z.number().min(0).default(0).describe("k3 KL-to-reference coefficient (0 = off)."),
     advantage: z.enum(["grpo", "drgrpo"]).default("grpo").describe("grpo: (r−mean)/std, token-mean loss; drgrpo: r−mean, constant-length loss."),
-    counterfactualWorlds: int(0, "RL also samples questions from this many copies of the world with permuted unknown facts (0 = the real world only).").default(8),
+    counterfactualWorlds: intIn(0, 1_000, "RL also samples questions from this many copies of the world with permuted unknown facts (0 = the real world only).").default(8),
     ptxCoef: z.number().min(0).default(1).describe("Weight of warm-start replay (cross entropy on the known-fact demonstrations) in each update; 0 = off (PPO-ptx, InstructGPT §3.5)."),
-    ptxBatchSize: int(1, "Demonstrations replayed per update when ptxCoef > 0.").default(16),
-    minibatches: int(1, "Optimizer steps per RL step (the batch is split; later ones are off-policy and clipped).").default(2),
+    ptxBatchSize: intIn(1, SIZE_BOUNDS.batch, "Demonstrations replayed per update when ptxCoef > 0.").default(16),
+    minibatches: intIn(1, SIZE_BOUNDS.batch, "Optimizer steps per RL step (the batch is split; later ones are off-policy and clipped).").default(2),
     gradClip: z.number().min(0).default(1).describe("Global gradient-norm clip (0 = off)."),
     maskObservations: z.boolean().default(true).describe("Mask retrieved <information> tokens from the policy loss (Search-R1 §3.1); false trains on them too (Search-R1 Table 4 ablation)."),
     maxNonFiniteSteps: int(1, "Training stops after this many steps in a row whose loss or gradient norm is NaN/Inf (each such update is skipped and logged as train/skipped_nonfinite; applies to SFT steps too).").default(3),
@@ -176,8 +212,9 @@ export const JudgeSection = z
     model: z.string().min(1).describe("Judge model name."),
     rubric: z.string().trim().min(1).default("Reply 1 if the prediction means the same as one of the gold answers, otherwise 0. Reply with the number only.").describe("Judge instructions."),
     apiKeyEnv: z.string().optional().describe("Environment variable holding the API key."),
-    maxRetries: int(0, "Retries after a failed judge call.").default(2),
-    timeoutMs: int(1, "Limit of one judge call (ms).").default(30000),
+    // Retry i waits 50·2^i ms: 20 retries keep that far below the timer limit.
+    maxRetries: intIn(0, 20, "Retries after a failed judge call.").default(2),
+    timeoutMs: ms(1, "Limit of one judge call (ms, ≤ 2³¹−1).").default(30000),
     pricePerInputToken: z.number().min(0).default(0).describe("Price per prompt token."),
     pricePerOutputToken: z.number().min(0).default(0).describe("Price per completion token."),
   })
@@ -245,7 +282,7 @@ export const LabDesignSection = z
 export const LabConfig = z
   .object({
     designs: z
-      .preprocess((v) => (typeof v === "string" ? v.split(",").map((x) => x.trim()).filter(Boolean) : v), z.array(z.string()).min(1))
+      .preprocess((v) => (typeof v === "string" ? commaList(v) : v), z.array(z.string()).min(1))
       .default(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]).describe("Designs `arl lab` trains, built-in or defined below (a list, or one comma-separated string)."),
     define: z
       .record(
@@ -290,24 +327,83 @@ export function rewardConfigOf(config: ExperimentConfig): RewardSpec {
   };
 }
 
-/** Describes what a schema node accepts, for error messages. */
+/**
+ * A value as an error message shows it: NaN, Infinity and -Infinity by name (JSON.stringify would print `null`;
+ * YAML reads `.nan`, `.inf` and numbers beyond a double such as `1e400` as these), `nothing` for a missing value.
+ */
+function showValue(v: unknown): string {
+  if (v === undefined) return "nothing";
+  if (typeof v === "number" && !Number.isFinite(v)) {
+    return Number.isNaN(v) ? "NaN" : `${v} (YAML .inf, or a number beyond ±1.8e308 such as 1e400)`;
+  }
+  if (typeof v === "bigint") return String(v);
+  return JSON.stringify(v) ?? String(v);
+}
+
+/** The schema node at a config path (defaults, optionals and preprocessors unwrapped), or undefined. */
+function schemaAt(path: readonly PropertyKey[]): z.ZodType | undefined {
+  type Def = { type: string; innerType?: z.ZodType; out?: z.ZodType; element?: z.ZodType; valueType?: z.ZodType };
+  const unwrap = (n: z.ZodType | undefined): z.ZodType | undefined => {
+    for (let i = 0; n && i < 16; i++) {
+      const def = n._zod.def as unknown as Def;
+      if (def.innerType && ["default", "prefault", "optional", "nullable", "readonly", "catch"].includes(def.type)) n = def.innerType;
+      else if (def.type === "pipe" && def.out) n = def.out;
+      else break;
+    }
+    return n;
+  };
+  let node = unwrap(ExperimentConfig);
+  for (const key of path) {
+    if (!node) return undefined;
+    const def = node._zod.def as unknown as Def;
+    if (def.type === "object") node = (node as unknown as { shape: Record<string, z.ZodType> }).shape[String(key)];
+    else if (def.type === "array") node = def.element;
+    else if (def.type === "record") node = def.valueType;
+    else return undefined;
+    node = unwrap(node);
+  }
+  return node;
+}
+
+/**
+ * ` (allowed: min to max[ ms; why])` for a number field with two finite bounds, from its schema; "" otherwise.
+ * Millisecond fields (`…Ms`) say why they stop at Node's timer limit.
+ */
+function allowedRange(path: readonly PropertyKey[]): string {
+  const node = schemaAt(path) as (z.ZodType & { minValue?: number | null; maxValue?: number | null }) | undefined;
+  const lo = node?.minValue;
+  const hi = node?.maxValue;
+  if (typeof lo !== "number" || typeof hi !== "number" || !Number.isFinite(lo) || !Number.isFinite(hi)) return "";
+  const isMs = /Ms$/.test(String(path.at(-1) ?? ""));
+  const why = isMs ? `; Node's timers cannot wait longer than ${MAX_TIMER_MS} ms: a longer delay fires after 1 ms` : "";
+  return ` (allowed: ${lo} to ${hi}${isMs ? " ms" : ""}${why})`;
+}
+
+/** Describes what a schema node accepts and the value given, for error messages. */
 function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
   const path = issue.path.join(".");
   let got: unknown = input;
-  for (const key of issue.path) got = got && typeof got === "object" ? (got as Record<PropertyKey, unknown>)[key] : undefined;
-  const shown = got === undefined ? "nothing" : JSON.stringify(got);
+  for (const key of issue.path) {
+    // A comma-separated list (`--env.faults.kinds hang,hnag`) is split by its preprocessor: index the split items.
+    if (typeof got === "string" && typeof key === "number") got = commaList(got);
+    got = got && typeof got === "object" ? (got as Record<PropertyKey, unknown>)[key] : undefined;
+  }
+  const shown = showValue(got);
   switch (issue.code) {
     case "invalid_value":
       return `${path}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown}`;
     case "unrecognized_keys":
       return `${path || "(top level)"}: unknown field(s) ${issue.keys.join(", ")}`;
     case "too_small":
-      return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≥" : ">"} ${issue.minimum}, got ${shown}`;
+      return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≥" : ">"} ${issue.minimum}, got ${shown}${issue.origin === "number" ? allowedRange(issue.path) : ""}`;
     case "too_big":
-      return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≤" : "<"} ${issue.maximum}, got ${shown}`;
+      return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≤" : "<"} ${issue.maximum}, got ${shown}${issue.origin === "number" ? allowedRange(issue.path) : ""}`;
     case "invalid_key":
       return `${path}: ${issue.issues[0]?.message ?? issue.message}`;
     case "invalid_type":
+      if (typeof got === "number" && !Number.isFinite(got) && (issue.expected === "number" || issue.expected === "int")) {
+        return `${path}: expected a finite number, got ${shown}`;
+      }
       return `${path}: expected ${issue.expected}${issue.expected === "int" ? "eger" : ""}, got ${shown}`;
     default:
       // Custom issues on record keys (unknown terms, presets) name the key in the path; the value is not the problem.
@@ -393,3 +489,242 @@ export const SMOKE_OVERRIDES: Record<string, string> = {
   "eval.maxTasks": "8",
   "run.checkpointEvery": "1",
 };
+
+// ---------------------------------------------------------------------------------------------------------------
+// Memory of the embedded backend
+
+/**
+ * jax-js's wasm heap, where the embedded backend keeps every array: one wasm32 `WebAssembly.Memory` (at most 65 536
+ * pages of 64 KiB; jax-js's allocator throws "Allocation exceeds the 4 GiB memory32 limit" past it), bytes.
+ */
+export const WASM_HEAP_LIMIT_BYTES = 4 * 2 ** 30;
+
+/** What the embedded backend's memory depends on (see `estimateEmbeddedMemory`). */
+export interface EmbeddedMemoryShape {
+  /** V, token ids. */
+  vocabSize: number;
+  /** C, tokens. */
+  contextLength: number;
+  /** D. */
+  dModel: number;
+  /** L. */
+  nLayers: number;
+  /** H. */
+  nHeads: number;
+  /** r: MLP width M = r·D (default 4). */
+  mlpRatio?: number;
+  /** Sampling engine: `jax` decodes in the wasm heap, `onnx` in onnxruntime's (native) memory. */
+  sampler: "jax" | "onnx";
+  /** Whether a reference policy (a second set of weights) is loaded: `rl.klCoef > 0` or the KL monitor. */
+  reference: boolean;
+  /** Longest sequence trained on or sampled (tokens; default C: an episode may grow to the context window). */
+  seqLen?: number;
+  /** Tokens per training micro-batch (default 3072, `EmbeddedBackend`'s `maxTokensPerChunk`). */
+  trainTokens?: number;
+  /** Rows decoded together, B (default 256, the sampler's `maxBatchRows`, its most). */
+  sampleRows?: number;
+  /** Prompt tokens per prefill call (default 4096, the jax sampler's `prefillTokens`). */
+  prefillTokens?: number;
+}
+
+/** `estimateEmbeddedMemory`'s result; sizes in bytes. */
+export interface EmbeddedMemoryEstimate {
+  /** Parameters of the model (a count, not bytes). */
+  params: number;
+  /** Padded length T of the longest training micro-batch (tokens). */
+  trainSeq: number;
+  /** Tokens N = rows·T of that micro-batch. */
+  trainTokens: number;
+  /**
+   * jax-js's wasm heap (limit `WASM_HEAP_LIMIT_BYTES`), bytes: `total` = state + training + sampling is what the
+   * first full-length step needs (a config above the limit cannot run); `peak` is what a long run can grow to when
+   * its micro-batches take every padded length and row count (one set of buffers per shape; see the formula).
+   */
+  wasm: { state: number; training: number; sampling: number; total: number; peak: number };
+  /** Outside the wasm heap (host copies of weights, the onnx session and its KV cache), bytes; informative. */
+  host: number;
+}
+
+/**
+ * Estimates the memory of the embedded backend (jax-js on wasm, `src/policy/embedded/`) for a model shape, in bytes
+ * (float32 = 4 bytes). jax-js allocates every intermediate of a compiled program at once and reuses a freed buffer
+ * only for one of the same size, so the heap is the sum of what its programs hold; the constants are fitted on
+ * measured heaps:
+ *
+ *   P        = (V + C)·D + L·(4D² + 2MD + 9D + M) + 2D        parameters (M = r·D)
+ *   state    = 4·P·(8 + ref)                                   weights, gradient accumulator, Adam m and v and the
+ *                                                              update's new copies (the old ones live until the norm is
+ *                                                              known finite); ref = 1 with a reference policy (weights)
+ *   T        = min(C, 64·⌈seqLen/64⌉),  N = max(1, ⌊3072/T⌋)·T  a full training micro-batch (rows × padded length)
+ *   act(n,t) = 4·n·(L·((40 + 15r)·D + 14·H·t) + 13·V + 10·D)   buffers of the cross-entropy and PPO(+KL) programs on a
+ *                                                              micro-batch of n tokens at length t: per layer ≈ 40+15r
+ *                                                              of [n, D] and 14 of [n, H, t] (attention), 13 of [n, V]
+ *   training = act(N, T)
+ *   sampling = 4·L·(9·B·S·D + 4·R·S·H·S)   (jax engine only)   prompt KV cache and decode temporaries, S = min(C,
+ *                                                              32·⌈seqLen/32⌉), and the prefill's attention (R rows of
+ *                                                              ≈ 4096 tokens); 0 for onnx
+ *   total    = state + training + sampling                     the first full-length step
+ *   peak     = state + Σ over distinct n of act's [n,·] part + Σ over distinct n·t of its attention part
+ *              (+ the same sum over the sampler's shapes)      every micro-batch shape (t = 64, 128, … ≤ T; rows full or
+ *                                                              a power of two below) keeps buffers of its own sizes
+ *   host     = 4·(4·P + (onnx ? 5·L·B·D·C : 0))                host tables and checkpoint copies; onnx: its weights, the
+ *                                                              KV cache [B, H, hd, C] ×2 per layer and its buffers
+ *
+ * Batch sizes (sft.batchSize, rl.tasksPerStep × rl.groupSize, rl.ptxBatchSize) enter only through B ≤ 256 and
+ * N ≤ max(3072, T): the backend splits a training batch into micro-batches of ≈ 3072 tokens and decodes at most 256
+ * rows at once. Calibration (jax-js 0.1.25, Node 20; heap after one cross-entropy and one PPO step at full context):
+ * 13 shapes d48–d384, L 1–4, H 2–8, C 128–1024, V 600–2400 within ±1 %, 4 others up to 3.7 GiB within ±2 %, and a
+ * shape whose `total` is 4.2 GiB failed with jax-js's allocation error; the smoke run's heap 126 MiB vs `total` 124;
+ * the default config's heap after 10 SFT + 2 RL steps 1877 MiB vs `total` 635 and `peak` 2473 (docs/reliability.md).
+ * @returns the parameter count, the micro-batch's shape and bytes by part
+ */
+export function estimateEmbeddedMemory(shape: EmbeddedMemoryShape): EmbeddedMemoryEstimate {
+  return estimate(shape, true);
+}
+
+/** `estimateEmbeddedMemory`, with `peak` left at `total` unless `withPeak` (its enumeration of shapes costs more). */
+function estimate(shape: EmbeddedMemoryShape, withPeak: boolean): EmbeddedMemoryEstimate {
+  const { vocabSize: V, contextLength: C, dModel: D, nLayers: L, nHeads: H } = shape;
+  const r = shape.mlpRatio ?? 4;
+  const M = r * D;
+  const seqLen = Math.min(C, shape.seqLen ?? C);
+  const B = shape.sampleRows ?? 256;
+  const budget = shape.trainTokens ?? 3072;
+  const prefillTokens = shape.prefillTokens ?? 4096;
+  const params = (V + C) * D + L * (4 * D * D + 2 * M * D + 9 * D + M) + 2 * D;
+  const state = 4 * params * (8 + (shape.reference ? 1 : 0));
+  /** Bytes of a micro-batch's [n, ·]-sized buffers and of its attention-sized ones (n tokens at length t). */
+  const rowsPart = (n: number) => 4 * n * (L * (40 + 15 * r) * D + 13 * V + 10 * D);
+  const attnPart = (n: number, t: number) => 4 * n * L * 14 * H * t;
+  const T = Math.min(C, Math.ceil(seqLen / 64) * 64);
+  const fullRows = (t: number) => Math.max(1, Math.floor(budget / t));
+  const N = fullRows(T) * T;
+  const training = rowsPart(N) + attnPart(N, T);
+  // Every shape the backend can form up to T: lengths 64, 128, … (and C itself), rows full or a power of two below.
+  const tokenSizes = new Set<number>();
+  const attnSizes = new Set<number>();
+  for (let t = 64; withPeak; t += 64) {
+    const len = Math.min(t, T);
+    for (let rows = 1; rows < fullRows(len); rows *= 2) {
+      tokenSizes.add(rows * len);
+      attnSizes.add(rows * len * len);
+    }
+    tokenSizes.add(fullRows(len) * len);
+    attnSizes.add(fullRows(len) * len * len);
+    if (len >= T) break;
+  }
+  let peakTraining = 0;
+  for (const n of tokenSizes) peakTraining += rowsPart(n);
+  for (const a of attnSizes) peakTraining += attnPart(a, 1);
+  let sampling = 0;
+  let peakSampling = 0;
+  if (shape.sampler === "jax") {
+    const S = Math.min(C, Math.ceil(seqLen / 32) * 32);
+    const prefillRows = (p: number, b: number) => Math.min(b, 2 ** Math.floor(Math.log2(Math.max(1, Math.floor(prefillTokens / p)))));
+    const sample = (b: number, p: number) => 4 * L * 9 * b * p * D;
+    const prefill = (b: number, p: number) => 4 * L * 4 * prefillRows(p, b) * p * H * p;
+    sampling = sample(B, S) + prefill(B, S);
+    const cache = new Set<number>();
+    const attn = new Set<number>();
+    for (let p = 32; withPeak; p += 32) {
+      const len = Math.min(p, S);
+      for (let b = 1; b <= B; b *= 2) {
+        cache.add(b * len);
+        attn.add(prefillRows(len, b) * len * len);
+      }
+      if (len >= S) break;
+    }
+    for (const bp of cache) peakSampling += 4 * L * 9 * bp * D;
+    for (const a of attn) peakSampling += 4 * L * 4 * a * H;
+  }
+  const host = 4 * (4 * params + (shape.sampler === "onnx" ? 5 * L * B * D * C : 0));
+  return {
+    params,
+    trainSeq: T,
+    trainTokens: N,
+    wasm: { state, training, sampling, total: state + training + sampling, peak: withPeak ? state + peakTraining + peakSampling : state + training + sampling },
+    host,
+  };
+}
+
+/**
+ * The embedded-memory shape of a config: its policy fields, the tokenizer's vocabulary, whether RL loads a reference
+ * policy, and the rows sampled together (an RL step's episodes or the questions evaluated at once, ≤ 256).
+ */
+export function embeddedMemoryShape(config: ExperimentConfig, vocabSize: number, evalRows = 256): EmbeddedMemoryShape {
+  const p = config.policy;
+  const rows = Math.max(1, config.rl.tasksPerStep * config.rl.groupSize, evalRows);
+  return {
+    vocabSize,
+    contextLength: p.contextLength,
+    dModel: p.dModel,
+    nLayers: p.nLayers,
+    nHeads: p.nHeads,
+    mlpRatio: p.mlpRatio,
+    sampler: p.sampler,
+    reference: config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl),
+    sampleRows: Math.min(256, 2 ** Math.ceil(Math.log2(rows))),
+  };
+}
+
+/** Bytes as GiB with one decimal. */
+function gib(bytes: number): string {
+  const g = bytes / 2 ** 30;
+  return g === 0 ? "0" : g < 0.1 ? "< 0.1" : g >= 1e6 ? g.toExponential(1) : g.toFixed(1);
+}
+
+/**
+ * Why a config's embedded model cannot fit jax-js's 4 GiB wasm heap (`estimateEmbeddedMemory`), or undefined when it
+ * fits or the policy is remote (`policy.backend: tinker`: the server holds the model). The message names the policy
+ * field that, lowered alone, brings the estimate under the limit (the one furthest above what fits), the largest
+ * value it may take then, and the others that would also do: `policy.dModel: 8192 needs ≈ 28.4 GiB of the embedded
+ * backend's wasm memory (…), more than its 4 GiB limit …; allowed: policy.dModel ≤ 1792 with the other policy fields
+ * as set …`. When no field alone is enough, it names them all.
+ * @param vocabSize the tokenizer's vocabulary (the world's words)
+ * @param evalRows questions evaluated at once (their episodes share sampling batches)
+ */
+export function embeddedMemoryProblem(config: ExperimentConfig, vocabSize: number, evalRows = 256): string | undefined {
+  if (config.policy.backend !== "embedded") return undefined;
+  const base = embeddedMemoryShape(config, vocabSize, evalRows);
+  const e = estimate(base, false);
+  if (e.wasm.total <= WASM_HEAP_LIMIT_BYTES) return undefined;
+  const fits = (s: EmbeddedMemoryShape) => estimate(s, false).wasm.total <= WASM_HEAP_LIMIT_BYTES;
+  /** The largest of `n` ascending candidates `valueAt(0 … n−1)` that fits (the estimate grows with each), or undefined. */
+  const largest = (n: number, valueAt: (i: number) => number, at: (v: number) => EmbeddedMemoryShape): number | undefined => {
+    if (n <= 0 || !fits(at(valueAt(0)))) return undefined;
+    let lo = 0;
+    let hi = n - 1;
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (fits(at(valueAt(mid)))) lo = mid;
+      else hi = mid - 1;
+    }
+    return valueAt(lo);
+  };
+  /** `largest` over from, from + step, … below `limit`. */
+  const upTo = (from: number, limit: number, step: number, at: (v: number) => EmbeddedMemoryShape): number | undefined =>
+    largest(Math.ceil((limit - from) / step), (i) => from + i * step, at);
+  const p = config.policy;
+  // dModel stays a multiple of nHeads (and ≥ 8); nHeads a divisor of dModel.
+  const heads = Array.from({ length: p.nHeads - 1 }, (_, i) => i + 1).filter((h) => p.dModel % h === 0);
+  const candidates: Array<{ field: string; value: number; max: number | undefined }> = [
+    { field: "dModel", value: p.dModel, max: upTo(Math.ceil(8 / p.nHeads) * p.nHeads, p.dModel, p.nHeads, (v) => ({ ...base, dModel: v })) },
+    { field: "contextLength", value: p.contextLength, max: upTo(32, p.contextLength, 1, (v) => ({ ...base, contextLength: v })) },
+    { field: "nLayers", value: p.nLayers, max: upTo(1, p.nLayers, 1, (v) => ({ ...base, nLayers: v })) },
+    { field: "nHeads", value: p.nHeads, max: largest(heads.length, (i) => heads[i], (v) => ({ ...base, nHeads: v })) },
+    { field: "mlpRatio", value: p.mlpRatio, max: upTo(1, p.mlpRatio, 1, (v) => ({ ...base, mlpRatio: v })) },
+  ];
+  const breakdown =
+    `weights, gradients and Adam state of ${e.params.toLocaleString("en-US")} parameters ${gib(e.wasm.state)} GiB; ` +
+    `a training micro-batch of ${e.trainTokens} tokens at length ${e.trainSeq} ${gib(e.wasm.training)} GiB` +
+    (base.sampler === "jax" ? `; jax sampling of ${base.sampleRows} rows ${gib(e.wasm.sampling)} GiB` : "");
+  const over = `≈ ${gib(e.wasm.total)} GiB of the embedded backend's wasm memory (${breakdown}), more than its 4 GiB limit (jax-js keeps every array in one wasm32 heap)`;
+  const remote = "or policy.backend tinker for a remote model";
+  const fixers = candidates.filter((c) => c.max !== undefined).sort((a, b) => b.value / b.max! - a.value / a.max!);
+  if (fixers.length > 0) {
+    const [f, ...others] = fixers;
+    const also = others.length > 0 ? ` (or, alone: ${others.map((o) => `policy.${o.field} ≤ ${o.max}`).join(", ")})` : "";
+    return `policy.${f.field}: ${f.value} needs ${over}; allowed: policy.${f.field} ≤ ${f.max} with the other policy fields as set${also}, ${remote}`;
+  }
+  return `policy: ${candidates.map((c) => `policy.${c.field} ${c.value}`).join(", ")} need ${over}; no one of them lowered alone fits: lower several (e.g. policy.dModel and policy.nLayers), ${remote}`;
+}

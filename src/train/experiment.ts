@@ -21,12 +21,23 @@ import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
 import { loadTokenizer } from "../policy/hf/index.ts";
 import { checkpointProblem, lastGoodCheckpoint, savePolicy, TRAINER_STATE_FORMAT, trainerStateText, type ResumePoint, type TrainerState } from "./checkpoint.ts";
-import { ConfigError, readConfigFile, resolveConfig, rewardConfigOf, type ExperimentConfig } from "./config.ts";
+import {
+  ConfigError,
+  WASM_HEAP_LIMIT_BYTES,
+  embeddedMemoryProblem,
+  embeddedMemoryShape,
+  estimateEmbeddedMemory,
+  readConfigFile,
+  resolveConfig,
+  rewardConfigOf,
+  type EmbeddedMemoryEstimate,
+  type ExperimentConfig,
+} from "./config.ts";
 import { loadCorpus, loadQA } from "../retrieval/corpus.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
 import { rlStep } from "./rl.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
-import { RunDir } from "./runDir.ts";
+import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
 import { collectGarbage } from "./memory.ts";
 import { makeDemonstrations, NonFiniteGuard, trainSft } from "./sft.ts";
 
@@ -76,6 +87,33 @@ export function checkReward(config: ExperimentConfig): void {
   if (Object.hasOwn(reward.weights, "judge") && reward.options?.judge === undefined) {
     throw new ConfigError(["reward.options.judge: required when the `judge` term is weighted (an OpenAI-compatible baseUrl and model)"]);
   }
+}
+
+/**
+ * Checks that the embedded model fits jax-js's 4 GiB wasm heap (`estimateEmbeddedMemory`), before anything is built
+ * or written: a model too large would otherwise die minutes in with an allocation error that names no field.
+ * @returns the estimate (bytes), or undefined for a remote policy (`policy.backend: tinker`)
+ * @throws ConfigError naming the field that drives the estimate and the largest value that fits
+ */
+export function checkMemory(config: ExperimentConfig, s: Setup): EmbeddedMemoryEstimate | undefined {
+  if (config.policy.backend !== "embedded") return undefined;
+  const evalRows = evalTasks(s.world, config).length;
+  const problem = embeddedMemoryProblem(config, s.tokenizer.vocabSize, evalRows);
+  if (problem !== undefined) throw new ConfigError([problem]);
+  return estimateEmbeddedMemory(embeddedMemoryShape(config, s.tokenizer.vocabSize, evalRows));
+}
+
+/**
+ * A warning when a long run can grow the embedded backend's heap past its 4 GiB limit (`wasm.peak`: one set of
+ * buffers per micro-batch shape), or undefined.
+ */
+export function memoryWarning(mem: EmbeddedMemoryEstimate | undefined): string | undefined {
+  if (mem === undefined || mem.wasm.peak <= WASM_HEAP_LIMIT_BYTES) return undefined;
+  return (
+    `memory: a long run can grow the embedded backend's wasm heap to ≈ ${(mem.wasm.peak / 2 ** 30).toFixed(1)} GiB (one set of buffers per ` +
+    `micro-batch length and row count; the first step needs ≈ ${(mem.wasm.total / 2 ** 30).toFixed(1)} GiB), more than its 4 GiB; ` +
+    `if it stops with "Allocation exceeds the 4 GiB memory32 limit", lower policy.contextLength or policy.dModel`
+  );
 }
 
 /**
@@ -447,8 +485,10 @@ function truncateRun(run: RunDir, plan: ResumePlan): void {
  * Everything after the resume point is recomputed, so `metrics.jsonl` ends byte-identical to an uninterrupted run's.
  * SFT has no intermediate checkpoints: a run killed during warm start reruns it (deterministic) from step 0.
  * @returns the summary table
- * @throws Error on invalid reward terms or a broken trajectory invariant; ConfigError when `resume` meets a
- *   different config or a checkpoint of another tokenizer/model shape
+ * A run folder left by a run that stopped before its first checkpoint is reused (a notice through the reporter).
+ * @throws Error on invalid reward terms or a broken trajectory invariant; ConfigError when the embedded model cannot
+ *   fit its 4 GiB wasm heap (before the run folder is touched), or when `resume` meets a different config or a
+ *   checkpoint of another tokenizer/model shape
  */
 export async function runExperiment(
   config: ExperimentConfig,
@@ -462,7 +502,10 @@ export async function runExperiment(
   if (resuming) checkSameConfig(configFile, config);
   else if (options.resume) reporter.log(`resume: ${join(config.run.dir, config.run.name)} holds no run yet; starting from scratch`);
   const s = setup(config);
-  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming });
+  // A model too large for the embedded backend is refused before the run folder is touched.
+  const warning = memoryWarning(checkMemory(config, s));
+  if (warning !== undefined) reporter.log(`warning: ${warning}`);
+  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming, log: (m) => reporter.log(m) });
   let plan: ResumePlan = { sft: false };
   if (resuming) {
     plan = planResume(run, s, (m) => reporter.log(`warning: ${m}`));
@@ -536,9 +579,11 @@ export async function checkDataFile(file: string, kind: "data" | "corpus"): Prom
 
 /**
  * `arl train --dry-run`: validates everything a run needs without training or writing anything — the resolved
- * config and reward, the tokenizer folder, the world and its splits, the warm-start demonstrations, the Tinker server
- * (`GET <baseUrl>/api/v1/healthz`, 5 s) when `policy.backend` is tinker, data files, and — with `resume` — the run
- * folder's config and checkpoints (checksums, tokenizer and model shape).
+ * config and reward, the tokenizer folder, the world and its splits, the embedded model's memory (`checkMemory`:
+ * refused past jax-js's 4 GiB wasm heap), the warm-start demonstrations, the Tinker server
+ * (`GET <baseUrl>/api/v1/healthz`, 5 s) when `policy.backend` is tinker, data files, the run folder (a run already
+ * in it, a live process holding it; one that stopped before its first checkpoint would be reused) and — with
+ * `resume` — its config and checkpoints (checksums, tokenizer and model shape).
  * @returns lines of a short summary
  * @throws ConfigError naming the field, file or checkpoint and what was expected
  */
@@ -566,6 +611,16 @@ export async function dryRun(
   if (s.world.test.length === 0) throw new ConfigError([`env.world: the world has no held-out questions (expected ≥ 1; raise env.world.testFraction)`]);
   lines.push(`world: ${s.world.countries.length} countries, ${s.world.passages.length} passages, ${s.world.train.length} train / ${s.world.test.length} test questions (${evalTasks(s.world, config).length} evaluated)`);
   lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${tok !== undefined && config.policy.backend === "tinker" ? ` from ${tok}` : " (the world's words)"}; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}`);
+  const mem = checkMemory(config, s);
+  if (mem !== undefined) {
+    const mib = (b: number) => Math.ceil(b / 2 ** 20);
+    lines.push(
+      `memory: ≈ ${mib(mem.wasm.total)} MiB of the embedded backend's ${mib(WASM_HEAP_LIMIT_BYTES)} MiB wasm heap (${mem.params} parameters, ` +
+        `a ${mem.trainTokens}-token training micro-batch at length ${mem.trainSeq}; up to ≈ ${mib(mem.wasm.peak)} MiB over a long run), ≈ ${mib(mem.host)} MiB outside it`,
+    );
+    const warning = memoryWarning(mem);
+    if (warning !== undefined) lines.push(`warning: ${warning}`);
+  }
   if (config.sft.steps > 0) {
     const demos = await warmStartDemos(s, config);
     if (demos.length === 0) throw new ConfigError([`sft: no warm-start demonstrations (expected ≥ 1; check sft.demosPerTask and sft.personas)`]);
@@ -582,6 +637,8 @@ export async function dryRun(
   if (options.corpus !== undefined) lines.push(`corpus: ${await checkDataFile(options.corpus, "corpus")} passages in ${options.corpus}`);
   const folder = join(config.run.dir, config.run.name);
   const configFile = join(folder, "config.yaml");
+  const holder = existsSync(configFile) ? lockHolder(folder) : undefined;
+  if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder} (another arl train/lab); wait for it or stop it`]);
   if (options.resume && existsSync(configFile)) {
     checkSameConfig(configFile, config);
     const warnings: string[] = [];
@@ -597,10 +654,13 @@ export async function dryRun(
       warnings.push(`checkpoint ${sftDir}: ${sftProblem}`);
     }
     lines.push(...warnings.map((w) => `warning: ${w}`), `resume: would continue ${folder} from ${from}`);
-  } else if (existsSync(configFile) && !options.overwrite && !options.resume) {
-    throw new ConfigError([`run.name: ${folder} already holds a run (expected a new name, --overwrite, or --resume)`]);
   } else {
-    lines.push(`run folder: ${folder}${existsSync(configFile) ? (options.overwrite ? " (would be replaced)" : "") : " (new)"}`);
+    const state = runFolderState(folder);
+    if (state === "run" && !options.overwrite && !options.resume) {
+      throw new ConfigError([`run.name: ${folder} already holds a run (expected a new name, --overwrite, or --resume)`]);
+    }
+    const what = state === "new" ? " (new)" : options.overwrite ? " (would be replaced)" : state === "failed-early" ? " (a run that stopped before its first checkpoint: would be reused)" : "";
+    lines.push(`run folder: ${folder}${what}`);
   }
   return lines;
 }

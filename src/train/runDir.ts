@@ -3,7 +3,7 @@
  * two runs with the same seed are byte-identical), `timings.jsonl` (wall-clock, ms), `samples/step-<n>.jsonl`,
  * `checkpoints/<name>/` and `summary.json`.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve, sep } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Metrics, Trajectory } from "../core/types.ts";
@@ -19,28 +19,38 @@ export function writeFileAtomic(path: string, text: string): void {
 export class RunDir {
   readonly path: string;
 
-  /** @param root folder of runs; @param name run name (letters, digits, `.`, `_`, `-`) */
   /**
-   * @throws Error when the name would escape the root folder, or when the folder already holds a run and
-   *   `overwrite` is false
+   * Opens (creates) the run folder `<root>/<name>` and takes its `.lock` for this process.
+   * A folder that already holds a run (`runFolderState` "run": a checkpoint or `summary.json`) needs `overwrite`
+   * (it is replaced) or `resume` (it is kept; the caller truncates what follows its checkpoint). A folder left by a
+   * run that stopped before its first checkpoint ("failed-early": `config.yaml` and logs only) does not block its
+   * name: it is cleared and reused, with a one-line notice through `log`. Either way a folder whose lock a live
+   * process holds is refused (a run still in its warm start has no checkpoint yet).
+   * @param root folder of runs
+   * @param name run name (letters, digits, `.`, `_`, `-`)
+   * @param opts `overwrite`, `resume` as above; `log` receives the reuse notice (default: stderr)
+   * @throws Error when the name would escape the root folder, when the folder holds a run and neither `overwrite`
+   *   nor `resume` is set, or when a live process holds its lock
    */
-  /**
-   * @param opts `resume`: keep a folder that already holds a run (`arl train --resume`; the caller truncates what
-   *   follows its checkpoint)
-   */
-  constructor(root: string, name: string, opts: { overwrite: boolean; resume?: boolean } = { overwrite: false }) {
+  constructor(root: string, name: string, opts: { overwrite: boolean; resume?: boolean; log?: (message: string) => void } = { overwrite: false }) {
     const base = resolve(root);
     this.path = resolve(base, name);
     if (!this.path.startsWith(base + sep) || !/^[A-Za-z0-9._-]+$/.test(name) || name === "." || name === "..") {
       throw new Error(`run.name: ${JSON.stringify(name)} is not a plain folder name inside ${base}`);
     }
-    if (existsSync(join(this.path, "config.yaml")) && opts.resume !== true) {
-      if (!opts.overwrite) {
+    const state = runFolderState(this.path);
+    if (state !== "new" && opts.resume !== true) {
+      if (state === "run" && !opts.overwrite) {
         throw new Error(`run folder ${this.path} already holds a run; choose another name (--run.name; --name for arl lab) or pass --overwrite`);
       }
       lockRunFolder(this.path); // never replace a folder another live process is writing
       rmSync(this.path, { recursive: true, force: true });
       heldLocks.delete(join(this.path, ".lock"));
+      if (state === "failed-early" && !opts.overwrite) {
+        (opts.log ?? ((m: string) => console.error(m)))(
+          `notice: run folder ${this.path} holds a run that stopped before its first checkpoint (no checkpoint, no summary.json); reusing it (its files were cleared)`,
+        );
+      }
     }
     mkdirSync(join(this.path, "samples"), { recursive: true });
     mkdirSync(join(this.path, "checkpoints"), { recursive: true });
@@ -141,6 +151,37 @@ const heldLocks = new Set<string>();
 let releaseHooked = false;
 
 /**
+ * What a run folder holds: `new` (no `config.yaml`), `failed-early` (a `config.yaml` but no checkpoint and no
+ * `summary.json`: a run that stopped before its first checkpoint, nothing worth keeping) or `run` (a checkpoint —
+ * any entry of `checkpoints/`, even a half-written one — or a summary).
+ */
+export function runFolderState(path: string): "new" | "failed-early" | "run" {
+  if (!existsSync(join(path, "config.yaml"))) return "new";
+  if (existsSync(join(path, "summary.json"))) return "run";
+  const checkpoints = join(path, "checkpoints");
+  if (existsSync(checkpoints) && readdirSync(checkpoints).length > 0) return "run";
+  return "failed-early";
+}
+
+/** The pid in `<path>/.lock` when it is a live process other than this one, else undefined (no lock, or a stale one). */
+export function lockHolder(path: string): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(join(path, ".lock"), "utf8");
+  } catch {
+    return undefined;
+  }
+  const pid = Number(text.trim());
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM" ? pid : undefined;
+  }
+}
+
+/**
  * Takes `<run>/.lock` for this process, so two processes never write one run folder (e.g. a `--resume` started
  * while the killed run's process is in fact still alive). A lock whose process is gone is taken over.
  * @throws Error naming the folder and the pid that holds it
@@ -151,17 +192,8 @@ export function lockRunFolder(path: string): void {
   try {
     writeFileSync(lock, String(process.pid), { flag: "wx" });
   } catch {
-    const pid = Number(readFileSync(lock, "utf8").trim());
-    let alive = false;
-    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid) {
-      try {
-        process.kill(pid, 0);
-        alive = true;
-      } catch (e) {
-        alive = (e as NodeJS.ErrnoException).code === "EPERM";
-      }
-    }
-    if (alive) throw new Error(`run folder ${path} is in use by process ${pid} (another arl train/lab); wait for it or stop it (remove ${lock} only if that process is gone)`);
+    const pid = lockHolder(path);
+    if (pid !== undefined) throw new Error(`run folder ${path} is in use by process ${pid} (another arl train/lab); wait for it or stop it (remove ${lock} only if that process is gone)`);
     writeFileSync(lock, String(process.pid));
   }
   heldLocks.add(lock);
