@@ -77,6 +77,9 @@ describe("sizes are bounded", () => {
     expect(err({ "sft.batchSize": "1e6" })).toContain("sft.batchSize: expected a number ≤ 65536");
     expect(err({ "rl.maxTokensPerTurn": "1e7" })).toContain("rl.maxTokensPerTurn: expected a number ≤ 1048576");
     expect(err({ "env.faults.hugeChars": "1e9" })).toMatch(/env\.faults\.hugeChars: expected a number ≤ 5368\d+/);
+    // Reward weights: a total of 1e308 made group statistics overflow (issue 12 #4).
+    expect(err({ "reward.weights.em": "1e308" })).toContain("reward.weights.em: expected a number ≤ 1000000, got 1e+308 (allowed: -1000000 to 1000000)");
+    expect(err({ "lab.define.x.weights.em": "-1e9" })).toContain("lab.define.x.weights.em: expected a number ≥ -1000000");
     // The lower-bound message is as before.
     expect(err({ "rl.groupSize": "-3" })).toContain("rl.groupSize: expected a number ≥ 2, got -3");
   });

@@ -10,7 +10,7 @@ import { z } from "zod";
 import { MAX_TIMER_MS } from "../env/tool.ts";
 import { REWARD_TERMS } from "../reward/terms.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
-import { DEFAULT_REWARD_OPTIONS, type RewardConfig as RewardSpec } from "../reward/compose.ts";
+import { DEFAULT_REWARD_OPTIONS, MAX_REWARD_WEIGHT, type RewardConfig as RewardSpec } from "../reward/compose.ts";
 import { DEFAULT_DETECTOR_THRESHOLDS as D } from "../reward/detectors.ts";
 
 const int = (min: number, desc: string) => z.number().int().min(min).describe(desc);
@@ -192,7 +192,7 @@ export const RlConfig = z
 
 const termWeights = (desc: string) =>
   z
-    .record(z.string(), z.number())
+    .record(z.string(), z.number().min(-MAX_REWARD_WEIGHT).max(MAX_REWARD_WEIGHT))
     .superRefine((weights, ctx) => {
       for (const name of Object.keys(weights)) {
         if (!Object.hasOwn(REWARD_TERMS, name)) {
