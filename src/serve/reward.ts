@@ -10,8 +10,10 @@
  * same prompt as one GRPO group (group-relative terms such as `needless_search` and `otc` then see their group).
  *
  * `solution_str` is read by `trajectoryFromText` (src/serve/solution.ts): Search-R1 `<search>`/`<information>`
- * transcripts and veRL `<tool_call>`/`<tool_response>` transcripts; the answer is the last `<answer>` block, as
- * veRL's `search_r1_like_qa_em.py` extracts it.
+ * transcripts and veRL `<tool_call>`/`<tool_response>` transcripts; the answer is the last `<answer>` block the env
+ * did not answer (veRL's `search_r1_like_qa_em.py` takes the last one anywhere — inside retrieved passages too;
+ * observations are data here, never the model's answer). Parsing is linear in the text and bounded in turns, and a
+ * batch yields to the event loop as it goes, so one request never stalls the others.
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
@@ -23,8 +25,19 @@ import { trajectoryFromText } from "./solution.ts";
 
 /** Most items in one `POST /reward/batch` request. */
 export const MAX_BATCH = 4096;
-/** Longest `solution_str` accepted (characters; veRL responses are a few thousand tokens). */
+/**
+ * Longest `solution_str` accepted (characters; veRL responses are a few thousand tokens). `trajectoryFromText` reads
+ * it in linear time (~10 ms per million characters) and at most `MAX_TRANSCRIPT_TURNS` (src/serve/solution.ts)
+ * turns of it.
+ */
 export const MAX_SOLUTION_CHARS = 1_000_000;
+/** Most milliseconds `POST /reward/batch` scores before letting the event loop answer other requests. */
+export const BATCH_YIELD_MS = 10;
+
+/** Resolves on the event loop's next check phase, after pending I/O callbacks (so other requests get served). */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 const GROUND_TRUTH_SHAPES = '{"target": [answers]} (Search-R1 / veRL data), a string, or a list of strings';
 
@@ -157,9 +170,22 @@ export class RewardScorer {
   /**
    * Scores a batch; items with the same `data_source`, `extra_info.split` and `extra_info.index` (else `task_id`,
    * else `question`) form one group, the context of group-relative terms. Items without any of those stand alone.
+   * The work is synchronous per item, so the scorer yields to the event loop (`setImmediate`) whenever
+   * `BATCH_YIELD_MS` of it have run: other requests (`/healthz`, other clients) are answered while a large batch
+   * is scored.
    */
   async scoreBatch(bodies: readonly RewardRequestBody[]): Promise<RewardResponse[]> {
-    const trajs = bodies.map((b) => this.trajectory(b));
+    let since = performance.now();
+    const breathe = async (): Promise<void> => {
+      if (performance.now() - since < BATCH_YIELD_MS) return;
+      await yieldToEventLoop();
+      since = performance.now();
+    };
+    const trajs: Trajectory[] = [];
+    for (const b of bodies) {
+      trajs.push(this.trajectory(b));
+      await breathe();
+    }
     const groups = new Map<string, Trajectory[]>();
     bodies.forEach((b, i) => {
       const x = b.extra_info ?? {};
@@ -172,7 +198,14 @@ export class RewardScorer {
     });
     const groupOf = new Map<Trajectory, Trajectory[]>();
     for (const g of groups.values()) for (const t of g) groupOf.set(t, g);
-    return Promise.all(trajs.map((t) => this.respond(t, groupOf.get(t))));
+    const scored: Promise<RewardResponse>[] = [];
+    for (const t of trajs) {
+      const p = this.respond(t, groupOf.get(t));
+      p.catch(() => undefined); // handled by Promise.all below; never an unhandled rejection while yielding
+      scored.push(p);
+      await breathe();
+    }
+    return Promise.all(scored);
   }
 
   private async respond(traj: Trajectory, group: readonly Trajectory[] | undefined): Promise<RewardResponse> {
