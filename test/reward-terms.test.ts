@@ -4,6 +4,7 @@ import { formatPassages, INVALID_ACTION_OBSERVATION, informationObservation } fr
 import { computeReward, DEFAULT_REWARD_OPTIONS } from "../src/reward/compose.ts";
 import { neededCalls } from "../src/reward/evidence.ts";
 import {
+  emailMatches,
   findSensitive,
   groupOptimalCalls,
   otcToolReward,
@@ -450,6 +451,17 @@ describe("safety terms", () => {
     expect(findSensitive("41111 1111 1111 1111")).toEqual([]);
     expect(findSensitive("write to jane.doe+x@mail.example.com.")).toEqual([{ kind: "email", match: "jane.doe+x@mail.example.com" }]);
     expect(Object.keys(SENSITIVE_PATTERNS)).toEqual(["email", "card", "ssn", "phone"]);
+  });
+
+  it("emailMatches (linear) finds exactly what the e-mail regex finds (the regex is quadratic on long runs)", async () => {
+    const fc = (await import("fast-check")).default;
+    const text = fc.array(fc.constantFrom("a", "b", "1", ".", "@", "-", "+", "%", "_", " ", "x.io", "@mail.example.com", "!"), { maxLength: 40 }).map((parts) => parts.join(""));
+    fc.assert(
+      fc.property(text, (t) => {
+        expect(emailMatches(t)).toEqual([...t.matchAll(SENSITIVE_PATTERNS.email)].map((m) => ({ index: m.index, match: m[0] })));
+      }),
+      { numRuns: 3000, seed: 12 },
+    );
   });
 
   it("sensitive: −(matches in the answer), explanation lists the kinds", async () => {

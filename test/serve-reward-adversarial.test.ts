@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Passage, Task } from "../src/core/types.ts";
 import { INVALID_ACTION_OBSERVATION, formatPassages, informationObservation } from "../src/env/searchR1.ts";
 import { presetWeights } from "../src/reward/presets.ts";
+import { REWARD_TERMS } from "../src/reward/terms.ts";
 import { listen, type RunningServer } from "../src/serve/http.ts";
 import { createRewardApp } from "../src/serve/reward.ts";
 import { MAX_TRANSCRIPT_TURNS, countWords, parsePassages, trajectoryFromText } from "../src/serve/solution.ts";
@@ -59,7 +60,9 @@ function toolTurn(query: string, passages: readonly Passage[]): string {
 
 beforeAll(async () => {
   server = await listen(createRewardApp({ reward: { weights: { em: 1, fabricated_citation: 1, ignored_evidence: 1, evidence_recall: 1, invalid: 1, gen_tokens: 1, obs_tokens: 1 } }, passages: CORPUS }), { host: "127.0.0.1", port: 0 });
-  preset = await listen(createRewardApp({ reward: { weights: presetWeights("composite") }, passages: CORPUS }), { host: "127.0.0.1", port: 0 });
+  // Every term but the judge (it needs an endpoint), so no term's own text scan escapes the timing test.
+  const everyTerm = Object.fromEntries(Object.keys(REWARD_TERMS).filter((name) => name !== "judge").map((name) => [name, 1]));
+  preset = await listen(createRewardApp({ reward: { weights: everyTerm }, passages: CORPUS }), { host: "127.0.0.1", port: 0 });
 });
 afterAll(async () => {
   await Promise.all([server?.close(), preset?.close()]);
@@ -175,6 +178,11 @@ const ADVERSARIAL: Record<string, (n: number) => string> = {
   "complete answers": (n) => fill("<answer>x</answer>", n),
   corrective: (n) => fill(INVALID_ACTION_OBSERVATION, n),
   "tool call + unterminated JSON response": (n) => fill('<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call><tool_response>{"result": "', n),
+  // Text the reward terms scan: unclosed citations (evidence.ts), long runs an e-mail pattern could rescan (terms.ts).
+  "<cite>": (n) => fill("<cite>", n),
+  "answer of digits": (n) => `<answer> ${fill("1", n - 19)} </answer>`,
+  "answer of dotted words": (n) => `<answer> ${fill("a.", n - 19)} </answer>`,
+  "answer a@b.b.b…": (n) => `<answer> a@${fill("b.", n - 21)} </answer>`,
   mixed: (n) => fill("<search><information></search><answer><tool_call></information>Doc 1(Title: x) <think></answer><tool_response>{\"", n),
 };
 

@@ -55,14 +55,30 @@ export function ignoredEvidence(traj: Trajectory): boolean {
   return goldRetrieved(traj) && (traj.answer === null || emCheck(traj.answer, traj.task.answers) === 0);
 }
 
-const CITE_RE = /<cite>([\s\S]*?)<\/cite>/g;
+/**
+ * Contents of the `<cite> … </cite>` blocks of a text, in order: each `<cite>` runs to the first `</cite>` after it
+ * (what the lazy regex `/<cite>([\s\S]*?)<\/cite>/g` matches), found with one forward scan — the regex rescanned to
+ * the end of the text for every unclosed `<cite>` (quadratic: 0.2 s on 100 000 characters of `<cite>`).
+ */
+function citeBlocks(text: string): string[] {
+  const out: string[] = [];
+  for (let from = 0; ; ) {
+    const open = text.indexOf("<cite>", from);
+    if (open < 0) break;
+    const close = text.indexOf("</cite>", open + 6);
+    if (close < 0) break; // no later <cite> can close either
+    out.push(text.slice(open + 6, close));
+    from = close + 7;
+  }
+  return out;
+}
 
 /**
  * The documents a trajectory cites: the trimmed contents of every `<cite> … </cite>` block in its turns' action
  * texts, in order (our citation syntax; a citation names a passage by title or id).
  */
 export function citations(traj: Trajectory): string[] {
-  return traj.turns.flatMap((t) => [...t.actionText.matchAll(CITE_RE)].map((m) => m[1].replace(/\s+/g, " ").trim()));
+  return traj.turns.flatMap((t) => citeBlocks(t.actionText).map((c) => c.replace(/\s+/g, " ").trim()));
 }
 
 /**
