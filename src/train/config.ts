@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { MAX_TIMER_MS } from "../env/tool.ts";
+import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { REWARD_TERMS } from "../reward/terms.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { DEFAULT_REWARD_OPTIONS, MAX_REWARD_WEIGHT, type RewardConfig as RewardSpec } from "../reward/compose.ts";
@@ -499,20 +500,11 @@ export const SMOKE_OVERRIDES: Record<string, string> = {
  */
 export const WASM_HEAP_LIMIT_BYTES = 4 * 2 ** 30;
 
-/** What the embedded backend's memory depends on (see `estimateEmbeddedMemory`). */
-export interface EmbeddedMemoryShape {
-  /** V, token ids. */
-  vocabSize: number;
-  /** C, tokens. */
-  contextLength: number;
-  /** D. */
-  dModel: number;
-  /** L. */
-  nLayers: number;
-  /** H. */
-  nHeads: number;
-  /** r: MLP width M = r·D (default 4). */
-  mlpRatio?: number;
+/**
+ * What the embedded backend's memory depends on (see `estimateEmbeddedMemory`): the model shape (V = vocabSize,
+ * C = contextLength, D = dModel, L = nLayers, H = nHeads, r = mlpRatio, default 4) and how it runs.
+ */
+export interface EmbeddedMemoryShape extends GPTConfig {
   /** Sampling engine: `jax` decodes in the wasm heap, `onnx` in onnxruntime's (native) memory. */
   sampler: "jax" | "onnx";
   /** Whether a reference policy (a second set of weights) is loaded: `rl.klCoef > 0` or the KL monitor. */
