@@ -49,6 +49,10 @@ describe("grpoAdvantages", () => {
     const b = grpoAdvantages([1, 1, -1, 1], { normalizeStd: true, eps: 0 }); // eps is negligible beside a std of 1e308
     a.forEach((x, i) => expect(x).toBeCloseTo(b[i], 9));
     expect(grpoAdvantages([1e308, 1e308, 1e308], { normalizeStd: true })).toEqual([0, 0, 0]);
+    // log2(Number.MAX_VALUE) rounds to 1024: the scale must stay finite there too.
+    const m = grpoAdvantages([Number.MAX_VALUE, 0], { normalizeStd: true, eps: 0 });
+    expect(m[0]).toBeCloseTo(Math.SQRT1_2, 12);
+    expect(m[1]).toBeCloseTo(-Math.SQRT1_2, 12);
     const c = grpoAdvantages([1e308, 0, 0, 0], { normalizeStd: false });
     [0.75e308, -0.25e308, -0.25e308, -0.25e308].forEach((v, i) => expect(c[i] / v).toBeCloseTo(1, 12));
     expect(() => grpoAdvantages([1.7e308, -1.7e308, -1.7e308, -1.7e308], { normalizeStd: false })).toThrow(/overflow/);

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { RunDir } from "../src/train/runDir.ts";
+import { RunDir, runFolderState } from "../src/train/runDir.ts";
 import { ConfigError, SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
 import { dryRun, setup, warmStartDemos } from "../src/train/experiment.ts";
 import { rlStep } from "../src/train/rl.ts";
@@ -68,14 +68,43 @@ describe("a run that failed before its first checkpoint", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
     const withCkpt = failedEarly(root, "ckpt");
     mkdirSync(join(withCkpt, "checkpoints", "sft"));
-    writeFileSync(join(withCkpt, "checkpoints", "sft", "manifest.json"), "{}");
+    writeFileSync(join(withCkpt, "checkpoints", "sft", "policy-manifest.json"), "{}"); // written last: a whole checkpoint
     expect(() => new RunDir(root, "ckpt", { overwrite: false })).toThrow(`run folder ${withCkpt} already holds a run`);
     expect(existsSync(join(withCkpt, "metrics.jsonl"))).toBe(true); // untouched
     const withSummary = failedEarly(root, "done");
     writeFileSync(join(withSummary, "summary.json"), "{}");
     expect(() => new RunDir(root, "done", { overwrite: false })).toThrow(`run folder ${withSummary} already holds a run`);
     new RunDir(root, "done", { overwrite: true }); // as before
+    // A finished lab has no checkpoint of its own and no summary.json: its lab.json is what must not be lost.
+    const lab = failedEarly(root, "lab");
+    writeFileSync(join(lab, "lab.json"), "{}");
+    expect(() => new RunDir(root, "lab", { overwrite: false })).toThrow(`run folder ${lab} already holds a run`);
     expect(existsSync(join(withSummary, "summary.json"))).toBe(false);
+  });
+
+  it("a checkpoint killed mid-write (temp files, no policy-manifest.json) does not block the name; run files without a config.yaml do", () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
+    const half = failedEarly(root, "half");
+    mkdirSync(join(half, "checkpoints", "sft"));
+    writeFileSync(join(half, "checkpoints", "sft", "tensors.bin.tmp-123"), "x");
+    expect(runFolderState(half)).toBe("failed-early");
+    new RunDir(root, "half", { overwrite: false, log: () => {} });
+    expect(existsSync(join(half, "checkpoints", "sft"))).toBe(false);
+    // No config.yaml, but a summary, a checkpoint or metrics: not ours to append to (refused, untouched).
+    for (const [name, file] of [["s", "summary.json"], ["m", "metrics.jsonl"], ["c", join("checkpoints", "final", "policy-manifest.json")]] as const) {
+      const dir = join(root, name);
+      mkdirSync(join(dir, "checkpoints", "final"), { recursive: true });
+      writeFileSync(join(dir, file), '{"old":1}\n');
+      expect(() => new RunDir(root, name, { overwrite: false })).toThrow(`run folder ${dir} already holds a run`);
+      expect(readFileSync(join(dir, file), "utf8")).toBe('{"old":1}\n');
+    }
+    // A folder with nothing of a run in it is new: nothing is deleted.
+    const other = join(root, "other");
+    mkdirSync(other);
+    writeFileSync(join(other, "notes.txt"), "mine");
+    expect(runFolderState(other)).toBe("new");
+    new RunDir(root, "other", { overwrite: false });
+    expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("mine");
   });
 
   it("is still refused while a live process holds its lock (a run still in its warm start)", async () => {

@@ -37,7 +37,8 @@ export function grpoAdvantages(rewards: readonly number[], options: GrpoOptions)
   if (n <= 1 || rewards.every((r) => r === rewards[0])) return rewards.map(() => 0);
   // Σr and Σd² overflow long before a reward does (d² at |d| ≈ 1.3e154): work on r / 2^k when rewards are huge.
   const largest = rewards.reduce((a, r) => Math.max(a, Math.abs(r)), 0);
-  const scale = largest > 2 ** 500 ? 2 ** Math.floor(Math.log2(largest)) : 1;
+  // log2 of values near Number.MAX_VALUE rounds to 1024, and 2^1024 is Infinity: cap the exponent at 1023.
+  const scale = largest > 2 ** 500 ? 2 ** Math.min(1023, Math.floor(Math.log2(largest))) : 1;
   const scaled = scale === 1 ? rewards : rewards.map((r) => r / scale);
   const mean = scaled.reduce((a, b) => a + b, 0) / n;
   const centred = scaled.map((r) => r - mean);

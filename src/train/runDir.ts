@@ -151,15 +151,20 @@ const heldLocks = new Set<string>();
 let releaseHooked = false;
 
 /**
- * What a run folder holds: `new` (no `config.yaml`), `failed-early` (a `config.yaml` but no checkpoint and no
- * `summary.json`: a run that stopped before its first checkpoint, nothing worth keeping) or `run` (a checkpoint —
- * any entry of `checkpoints/`, even a half-written one — or a summary).
+ * What a run folder holds:
+ * - `run`: a summary (`summary.json`, or a lab's `lab.json`) or a whole checkpoint (a `checkpoints/<name>/` with its `policy-manifest.json`,
+ *   which `savePolicy` writes last) — or, without a `config.yaml`, any file a run writes (`summary.json`,
+ *   `metrics.jsonl`, an entry of `checkpoints/`): something is there that is not ours to clear or append to;
+ * - `failed-early`: a `config.yaml` but no summary and no whole checkpoint (a run that stopped in warm start, or
+ *   while writing its first checkpoint: only temp files): nothing worth keeping, the folder may be cleared;
+ * - `new`: nothing of a run (no folder, or one without any run file).
  */
 export function runFolderState(path: string): "new" | "failed-early" | "run" {
-  if (!existsSync(join(path, "config.yaml"))) return "new";
-  if (existsSync(join(path, "summary.json"))) return "run";
   const checkpoints = join(path, "checkpoints");
-  if (existsSync(checkpoints) && readdirSync(checkpoints).length > 0) return "run";
+  const entries = existsSync(checkpoints) ? readdirSync(checkpoints) : [];
+  if (existsSync(join(path, "summary.json")) || existsSync(join(path, "lab.json"))) return "run"; // a lab's summary is lab.json
+  if (entries.some((e) => existsSync(join(checkpoints, e, "policy-manifest.json")))) return "run";
+  if (!existsSync(join(path, "config.yaml"))) return entries.length > 0 || existsSync(join(path, "metrics.jsonl")) ? "run" : "new";
   return "failed-early";
 }
 
