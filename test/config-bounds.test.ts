@@ -99,5 +99,7 @@ describe("errors show the value given", () => {
     expect(err({ "env.faults.kinds": "hang, slow ,nope" })).toContain('env.faults.kinds.2: expected one of "fail", "hang", "slow", "garbage", "huge", got "nope"');
     // A YAML list still points at its own item.
     expect(err({}, { env: { faults: { kinds: ["fail", "oops"] } } })).toContain('env.faults.kinds.1: expected one of "fail", "hang", "slow", "garbage", "huge", got "oops"');
+    // A flag value YAML cannot read is kept as given, so the field is named (it was a raw YAML parser error).
+    expect(err({ "env.faults.kinds": "," })).toContain('env.faults.kinds: expected a list of at least 1 item(s), got ","');
   });
 });

@@ -396,6 +396,7 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
     case "unrecognized_keys":
       return `${path || "(top level)"}: unknown field(s) ${issue.keys.join(", ")}`;
     case "too_small":
+      if (issue.origin === "array") return `${path}: expected a list of at least ${issue.minimum} item(s), got ${shown}`;
       return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≥" : ">"} ${issue.minimum}, got ${shown}${issue.origin === "number" ? allowedRange(issue.path) : ""}`;
     case "too_big":
       return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≤" : "<"} ${issue.maximum}, got ${shown}${issue.origin === "number" ? allowedRange(issue.path) : ""}`;
@@ -452,6 +453,18 @@ export function readConfigFile(path: string): Record<string, unknown> {
 }
 
 /**
+ * A flag's value as YAML reads it (`8` → 8, `true`, `[a, b]`, `.inf`); text that is not a YAML scalar or list (`,`,
+ * `a: b`, `[x`) is kept as the string given, so validation names the field and shows it.
+ */
+function overrideValue(key: string, value: string): unknown {
+  try {
+    return parseYaml(value) as unknown;
+  } catch {
+    return value;
+  }
+}
+
+/**
  * Applies `--a.b value` overrides onto a raw config. Values are parsed as YAML scalars (numbers, booleans, lists).
  * @throws Error when a key is empty
  */
@@ -469,7 +482,7 @@ export function applyOverrides(raw: Record<string, unknown>, overrides: Record<s
       }
       node = node[p] as Record<string, unknown>;
     }
-    node[parts[parts.length - 1]] = parseYaml(value) as unknown;
+    node[parts[parts.length - 1]] = overrideValue(key, value);
   }
   return out;
 }
