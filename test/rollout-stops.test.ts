@@ -167,4 +167,23 @@ describe("a turn is cut at its first stop (defect 6)", () => {
     expect(g.stopReason).toBe("length");
     expect(g.tokens).toEqual(word.encode("<search> ireland"));
   });
+
+  it("a sampler that ignores maxTokens is cut to it: a turn never exceeds its budget or the context", async () => {
+    /** Returns 40 tokens whatever maxTokens says. */
+    const greedy: SamplingClient = {
+      sample: async () => {
+        const tokens = Array.from({ length: 40 }, () => word.id("dublin"));
+        return [{ tokens, logprobs: tokens.map(() => -0.5), stopReason: "length" }];
+      },
+    };
+    const agent = new PolicyAgent(greedy, word, { temperature: 1, maxTokensPerTurn: 16, ...protocolStops(word) });
+    const turn = await agent.generate([word.bos], { task, turnIndex: 0, history: [], seed: 1, budget: 10 });
+    expect(turn.tokens).toHaveLength(10);
+    expect(turn.logprobs).toHaveLength(10);
+    expect(turn.stopReason).toBe("context");
+    const traj = await runEpisode(task, makeEnv, agent, word, { contextLength: 64, maxObservationTokens: 32 }, 1);
+    assertTrajectory(traj);
+    expect(traj.tokens.length).toBeLessThanOrEqual(64);
+    expect(traj.turns.every((t) => t.sampledTokens <= 16)).toBe(true);
+  });
 });

@@ -66,7 +66,9 @@ export interface PolicyAgentOptions {
  * first; the completing token kept) whatever the sampler reports, so a sampler or server that ran past the stop (e.g.
  * `<search> q </search> <answer> a </answer>` in one sample) leaves only the first action in the turn — tokens,
  * logprobs and loss mask cut together — as Search-R1 `search_r1/llm_agent/generation.py` `_postprocess_responses`
- * does. A cut sample's stop reason is `stop`. Forced text is not searched for stops.
+ * does. A cut sample's stop reason is `stop`. Forced text is not searched for stops. A sample longer than the
+ * turn's `maxTokens` (a server that ignored it) is first cut to it (stop reason `length`, or `context` at the
+ * context's end).
  */
 export class PolicyAgent implements TurnGenerator {
   constructor(
@@ -95,6 +97,9 @@ export class PolicyAgent implements TurnGenerator {
     // Cut at the first stop whatever the sampler reports: a server that ignored the stop strings (some Tinker servers
     // take stop ids only) or ran past a stop (speculative decoding, a buggy engine) must not put a second action in
     // the trajectory with loss mask 1 while the env acts on the first.
+    // A sampler that returned more than maxTokens (a server ignoring max_tokens) is cut to it: a turn never
+    // outgrows its budget, so the episode never outgrows the context window.
+    if (sample.tokens.length > maxTokens) sample = { tokens: sample.tokens.slice(0, maxTokens), logprobs: sample.logprobs.slice(0, maxTokens), stopReason: "length" };
     const cut = stopCut(this.tokenizer, sample.tokens, this.options.stop, this.options.stopStrings ?? []);
     if (cut >= 0) sample = { tokens: sample.tokens.slice(0, cut + 1), logprobs: sample.logprobs.slice(0, cut + 1), stopReason: "stop" };
     let stopReason = sample.stopReason;
