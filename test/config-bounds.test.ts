@@ -77,6 +77,8 @@ describe("sizes are bounded", () => {
     expect(err({ "sft.batchSize": "1e6" })).toContain("sft.batchSize: expected a number ≤ 65536");
     expect(err({ "rl.maxTokensPerTurn": "1e7" })).toContain("rl.maxTokensPerTurn: expected a number ≤ 1048576");
     expect(err({ "env.faults.hugeChars": "1e9" })).toMatch(/env\.faults\.hugeChars: expected a number ≤ 5368\d+/);
+    // Each size within its bound, their product not: 2^28 episodes in one RL step.
+    expect(err({ "rl.groupSize": "4096", "rl.tasksPerStep": "65536" })).toContain("rl.groupSize: rl.tasksPerStep × rl.groupSize = 65536 × 4096 = 268435456 episodes per RL step; at most 1048576");
     // Reward weights: a total of 1e308 made group statistics overflow (issue 12 #4).
     expect(err({ "reward.weights.em": "1e308" })).toContain("reward.weights.em: expected a number ≤ 1000000, got 1e+308 (allowed: -1000000 to 1000000)");
     expect(err({ "lab.define.x.weights.em": "-1e9" })).toContain("lab.define.x.weights.em: expected a number ≥ -1000000");

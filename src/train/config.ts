@@ -25,6 +25,9 @@ const intIn = (min: number, max: number, desc: string) => z.number().int().min(m
  */
 const ms = (min: number, desc: string, headroom = 0) => z.number().int().min(min).max(MAX_TIMER_MS - headroom).describe(desc);
 
+/** Most episodes one RL step may run (`rl.tasksPerStep × rl.groupSize`; the default is 128). */
+export const MAX_EPISODES_PER_STEP = 1_048_576;
+
 /** Upper bounds of sizes that are absurd beyond them (the embedded backend's memory check refuses far less). */
 export const SIZE_BOUNDS = {
   /** Model width: the largest open models use 16 384. */
@@ -189,7 +192,15 @@ export const RlConfig = z
     maskObservations: z.boolean().default(true).describe("Mask retrieved <information> tokens from the policy loss (Search-R1 §3.1); false trains on them too (Search-R1 Table 4 ablation)."),
     maxNonFiniteSteps: int(1, "Training stops after this many steps in a row whose loss or gradient norm is NaN/Inf (each such update is skipped and logged as train/skipped_nonfinite; applies to SFT steps too).").default(3),
   })
-  .strict();
+  .strict()
+  // Each bound alone allows 2^28 episodes a step; the product is what a step holds in memory.
+  .superRefine((r, ctx) => {
+    const episodes = r.tasksPerStep * r.groupSize;
+    if (episodes > MAX_EPISODES_PER_STEP) {
+      const message = `rl.tasksPerStep × rl.groupSize = ${r.tasksPerStep} × ${r.groupSize} = ${episodes} episodes per RL step; at most ${MAX_EPISODES_PER_STEP}`;
+      ctx.addIssue({ code: "custom", path: ["groupSize"], params: { keyIssue: true }, message });
+    }
+  });
 
 const termWeights = (desc: string) =>
   z

@@ -638,7 +638,7 @@ export async function dryRun(
   const folder = join(config.run.dir, config.run.name);
   const configFile = join(folder, "config.yaml");
   const holder = existsSync(configFile) ? lockHolder(folder) : undefined;
-  if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder} (another arl train/lab); wait for it or stop it`]);
+  if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder} (another arl train/lab); wait for it or stop it (remove ${join(folder, ".lock")} only if that process is gone)`]);
   if (options.resume && existsSync(configFile)) {
     checkSameConfig(configFile, config);
     const warnings: string[] = [];
