@@ -40,7 +40,7 @@ import { normalizeAnswer } from "../src/reward/em.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { TERM_LIST } from "../src/reward/terms.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
-import { trajectoryFromText } from "../src/serve/solution.ts";
+import { responseText, trajectoryFromText } from "../src/serve/solution.ts";
 
 /** One seed for every property: CI generates the same inputs on every run. */
 const SEED = 20_261_130;
@@ -484,7 +484,7 @@ const transcriptSegment = fc.oneof(
 
 /** A whole episode's text, sometimes with Search-R1's prompt + `<|im_start|>assistant` prefix, rarely 100 KB long. */
 const transcript = fc.oneof(
-  { arbitrary: fc.tuple(fc.constantFrom("", "question : q\n<|im_start|>assistant\n"), fc.array(transcriptSegment, { maxLength: 6 })).map(([p, s]) => p + s.join("")), weight: 30 },
+  { arbitrary: fc.tuple(fc.constantFrom("", "<|im_start|>user\nquestion : q<|im_end|>\n<|im_start|>assistant\n"), fc.array(transcriptSegment, { maxLength: 6 })).map(([p, s]) => p + s.join("")), weight: 30 },
   { arbitrary: longText(100_000), weight: 1 },
   { arbitrary: fragmentRun, weight: 1 },
 );
@@ -597,7 +597,7 @@ describe("fuzz: computeReward under every preset and every term", () => {
         expect(traj.logprobs.length).toBe(traj.tokens.length);
         expect(traj.truncated).toBe(traj.answer === null);
         for (const t of traj.turns) ensure(turnClassOf(t.action) !== "unclassified", () => `turn classified: ${JSON.stringify(t.action)}`);
-        const response = text.includes("<|im_start|>assistant") ? text.slice(text.indexOf("<|im_start|>assistant") + 21) : text;
+        const response = responseText(text); // a full chat sequence loses its prompt; a response-only string keeps all
         expect(response.startsWith(traj.turns.map((t) => t.actionText + t.observation).join(""))).toBe(true);
         await checkRewards(kind, traj, [traj, ...others], opts);
         record(kind, traj.answer !== null ? "answered" : traj.turns.length > 0 ? "no answer (truncated)" : "no turns");

@@ -11,6 +11,9 @@
  *   `search_r1_like_utils.py` `_passages2string`), with the chat roles `user` / `assistant` left as plain words by
  *   `decode(skip_special_tokens=True)`.
  *
+ * A solution string is a full prompt + response sequence (Search-R1's reward manager) or the response alone
+ * (veRL's); `responseText` tells them apart by the string's shape, and drops a prompt only from the former.
+ *
  * Observations are data, never actions: the text is read as the protocol delimits it — model turns cut at their
  * first closing action tag (`_postprocess_responses`; our rollout stops there too), each search followed by the
  * env's `\n\n<information>{content.strip()}</information>\n\n` (`execute_predictions`) — and tags or `Doc n(Title:`
@@ -23,8 +26,16 @@
 import type { Action, Passage, Task, Trajectory, Turn } from "../core/types.ts";
 import { INVALID_ACTION_OBSERVATION, parseSearchR1Action, stripThink } from "../env/searchR1.ts";
 
-/** The marker before the response in Search-R1's full-sequence strings (`qa_em_format.py` `is_valid_sequence`). */
+/**
+ * The marker before the response in Search-R1's full-sequence strings (`qa_em_format.py` `is_valid_sequence`
+ * looks for it; Search-R1's `RewardManager` decodes `prompt + response` without skipping special tokens, so with
+ * Qwen's chat template the string is `<|im_start|>system …<|im_end|>\n<|im_start|>user …<|im_end|>\n` then this
+ * marker, then the response). It marks the prompt's end only in such a full sequence (`responseText`): anywhere
+ * else it is text like any other.
+ */
 export const ASSISTANT_MARKER = "<|im_start|>assistant";
+/** How a chat-template message starts: a full prompt + response sequence begins with one (`responseText`). */
+const CHAT_START = "<|im_start|>";
 
 /**
  * Most turns `trajectoryFromText` reads from one transcript. Search-R1 runs 2–5 turns and veRL multi-turn a few
@@ -88,6 +99,17 @@ function afterObservation(text: string, end: number): number {
   AFTER_OBSERVATION.exec(text);
   return AFTER_OBSERVATION.lastIndex;
 }
+const ENV_GAP = /\s*(?:<\|im_end\|>\s*)?(?:<\|im_start\|>)?(?:user(?=\s))?\s*/y;
+/**
+ * True when the text between an action's end and its observation's opening tag at `open` is the env's: whitespace
+ * (Search-R1 appends `\n\n<information>`) and the chat roles before a tool response (`\nuser\n`, or
+ * `<|im_end|>\n<|im_start|>user\n` when special tokens are kept). Anything else there is the model's text.
+ */
+function envGap(text: string, from: number, open: number): boolean {
+  ENV_GAP.lastIndex = from;
+  ENV_GAP.exec(text);
+  return ENV_GAP.lastIndex === open;
+}
 const ROLE_GAP = /\s*(?:user(?=\s)\s*)?/y;
 /** Index after whitespace and a bare `user` role word (what separates a veRL tool call from its response). */
 function skipRoleGap(text: string, i: number): number {
@@ -97,12 +119,42 @@ function skipRoleGap(text: string, i: number): number {
 }
 
 /**
- * The response part of a solution string: the text after the first `<|im_start|>assistant` when present (Search-R1
- * passes prompt + response), else the whole string (veRL's reward managers decode only the response tokens).
+ * True when `prompt` (the text before a string's first `ASSISTANT_MARKER`) holds env output, which a real prompt
+ * never does: a `</search>` followed (only whitespace between) by `<information>` (Search-R1's env appends
+ * `\n\n<information>…</information>\n\n` right after the `</search>` that cut the generation; Search-R1's prompt
+ * "<search> query </search> and it will return … between <information> and </information>" does not match), a
+ * `<tool_response>` after a `</tool_call>` (veRL's tool responses; Qwen's tool system prompt quotes only
+ * `<tool_call>`), or the env's corrective observation. Linear time.
+ */
+function hasEnvOutput(prompt: string): boolean {
+  if (SEARCH_THEN_INFORMATION.test(prompt) || prompt.includes(CORRECTIVE)) return true;
+  const call = prompt.indexOf("</tool_call>");
+  return call >= 0 && prompt.includes("<tool_response>", call);
+}
+const SEARCH_THEN_INFORMATION = /<\/search>\s*<information>/;
+
+/**
+ * The response part of a solution string. The shape of the string says which kind it is:
+ * - a full prompt + response sequence — Search-R1's `RewardManager` (`verl/trainer/main_ppo.py`) decodes
+ *   `cat(valid_prompt_ids, valid_response_ids)` without skipping special tokens, so with Qwen's chat template the
+ *   string begins with `<|im_start|>system` or `<|im_start|>user` — is a string that begins (after whitespace) with
+ *   `<|im_start|>`, holds `ASSISTANT_MARKER`, and holds no env output before it (`hasEnvOutput`: the prompt is the
+ *   data set's, the env has not spoken yet). Its response is the text after the FIRST `ASSISTANT_MARKER` (the
+ *   template's generation prompt);
+ * - anything else is a response-only string (veRL's reward managers decode only the response tokens,
+ *   `skip_special_tokens=True`), and all of it is the response. `ASSISTANT_MARKER` in it is plain text: inside an
+ *   observation it is data (a passage quoting a chat log), in the model's own turn it is the model's text (it costs
+ *   words and breaks the format, never erases what came before).
+ * A model can open a response-only string with a chat header of its own; the env-output rule then leaves it at most
+ * its first turn's text before its marker to drop (generation stops at the first closing action tag, and the env
+ * speaks next), never a search, an observation, a corrected turn or what follows them.
  */
 export function responseText(solution: string): string {
+  if (!solution.startsWith(CHAT_START, skipSpaces(solution, 0))) return solution;
   const i = solution.indexOf(ASSISTANT_MARKER);
-  return i < 0 ? solution : solution.slice(i + ASSISTANT_MARKER.length);
+  if (i < 0) return solution;
+  if (hasEnvOutput(solution.slice(0, i))) return solution;
+  return solution.slice(i + ASSISTANT_MARKER.length);
 }
 
 /** Passage headers: `Doc 1(Title: ` (Search-R1) or `Doc 1 (Title: ` (veRL), the number captured. */
@@ -268,7 +320,6 @@ class TagIndex {
   private readonly closes = new Map<string, Hits>();
   readonly corrective: Hits;
   private readonly boundaries: Boundary[] = [];
-  private finalAnswer: number | undefined;
 
   constructor(readonly text: string) {
     for (const t of [...ACTION_TAGS, ...OBS_TAGS]) {
@@ -353,20 +404,6 @@ class TagIndex {
   }
 
   /**
-   * Opening tag of the `<answer>` block that ends the text (only whitespace after its `</answer>`) when it is at or
-   * after `from`; else the text's length.
-   */
-  finalAnswerAfter(from: number): number {
-    if (this.finalAnswer === undefined) {
-      const closes = this.close("answer").at;
-      const last = closes.length > 0 ? closes[closes.length - 1] : -1;
-      const open = last >= 0 && skipSpaces(this.text, last + 9) === this.text.length ? this.open("answer").prev(last) : -1;
-      this.finalAnswer = open >= 0 ? open : this.text.length;
-    }
-    return this.finalAnswer >= from ? this.finalAnswer : this.text.length;
-  }
-
-  /**
    * Reads the observation block whose opening tag is at `o` (the rules are `trajectoryFromText`'s): it ends at
    * the last closing tag of its kind before the next boundary (or the end of the text); a `<tool_response>` whose
    * body is one JSON value ends at the first closing tag after that value. Never throws.
@@ -387,8 +424,9 @@ class TagIndex {
       }
       return { end: last + closeLen, certain: text.slice(openEnd, first), uncertain: first === last ? null : [first + closeLen, last] };
     }
-    // Unclosed (Search-R1 cuts an observation at `max_obs_length` tokens, its closing tag included).
-    const end = boundary >= 0 ? boundary : this.finalAnswerAfter(openEnd);
+    // Unclosed (Search-R1 cuts an observation at `max_obs_length` tokens, its closing tag included): it runs to the
+    // boundary or to the end of the text, an `<answer>` in it included (see `trajectoryFromText`).
+    const end = boundary >= 0 ? boundary : text.length;
     return { end, certain: null, uncertain: [openEnd, end] };
   }
 
@@ -455,14 +493,17 @@ function jsonBodyClose(text: string, from: number, limit: number): number {
  * Builds a trajectory from a solution string (see the module doc for the formats read).
  *
  * Model turns (read only outside observation blocks):
- * - the response is `responseText(solution)`; a turn ends at its first closing action tag (`</search>`,
+ * - the response is `responseText(solution)`: the text after the first `<|im_start|>assistant` only in a full
+ *   prompt + response sequence (the string starts with `<|im_start|>` and holds no env output before the marker),
+ *   else the whole string, where the marker is text like any other; a turn ends at its first closing action tag (`</search>`,
  *   `</answer>`, `</tool_call>`: Search-R1 and our rollout cut generation there) and its action is the block that
  *   tag closes, opened after the previous closing action tag: by the nearest opening tag of its kind when an
  *   observation follows, else by the first one outside complete `<think>…</think>` blocks. A closing tag with no
  *   opening of its kind is stray: skipped, with the text before it. Think blocks count only inside one turn (never
  *   across a closing action tag or an observation); tags inside them never count, and one inside a query, answer or
  *   tool call is dropped from it (as the env's parser does). The turn's `actionText` runs from the end of the
- *   previous turn to the end of the block;
+ *   previous turn (or of the env's certain output: see the observations) to the end of the block, and on to its
+ *   observation's opening tag when the text between is not the env's (whitespace and chat roles only);
  * - the env's corrective observation (`INVALID_ACTION_OBSERVATION`, which quotes the action tags) is never read as
  *   actions: it ends an invalid turn (the text since the previous turn, its reason from `parseSearchR1Action`), or
  *   is the observation of the turn right before it when only whitespace separates them (an empty query or answer);
@@ -470,7 +511,8 @@ function jsonBodyClose(text: string, from: number, limit: number): number {
  * Observations (data, never actions — their tags and headers are never the model's):
  * - a search or tool-call block is followed by an observation when the first `<information>` / `<tool_response>`
  *   opening tag after it comes before any closing action tag and corrective observation; the turn's `observation`
- *   spans from the action's end to the observation's end plus trailing whitespace and a bare `assistant` role line,
+ *   spans from the action's end (from the opening tag when the model wrote text before it: veRL's generation runs to
+ *   EOS, not to `</tool_call>`) to the observation's end plus trailing whitespace and a bare `assistant` role line,
  *   with the `<tool_response>` blocks right after it (whitespace or a bare `user` line between: several calls);
  * - an observation ends at the LAST closing tag of its kind before the next boundary — the opening tag of the next
  *   search or tool-call block that an observation follows, where the env's next output begins — or before the end
@@ -478,13 +520,25 @@ function jsonBodyClose(text: string, from: number, limit: number): number {
  *   inside it. A `<tool_response>` whose body is one JSON object (veRL writes `json.dumps({"result": …})`) ends at
  *   the first closing tag after that value: one quoted inside the JSON string is skipped. An observation with no
  *   closing tag before the boundary (Search-R1 cuts an observation at `max_obs_length` tokens, closing tag included)
- *   ends at the boundary, or, without one, at the `<answer>` block that ends the text, else at the end of the text;
+ *   ends at the boundary, or at the end of the text: an `<answer>` after the cut is never final. A passage's answer
+ *   that the cut left at the end of the text and the model's own answer written after the cut are byte-identical;
+ *   read as no answer, the model gets what it could always get by stopping after the observation, while read as
+ *   the answer, a passage would answer for it. The cost falls on honest episodes that answer right after a cut
+ *   observation (Search-R1 prints "OBSERVATION TOO LONG, CONSIDER CHANGING YOUR CONFIG" when it cuts: a
+ *   misconfigured run);
  * - the text between an observation's first and last closing tags is either passage text (a passage quoting the
  *   tag) or the model's (a closing tag it wrote itself), and is read so that the model can only lose by it:
- *   passages are read only before the first closing tag (the model cannot add any), its words count as generated
- *   tokens (`sampledTokens`, the dearer), a corrective observation in it is an invalid turn (one the model may have
- *   hidden), and if it ends the transcript without an answer a final invalid turn is recorded. All it can hide is
- *   the model's own free text, answer or citations. An unclosed observation is read the same way, without passages;
+ *   passages are read only before the first closing tag (the model cannot add any); everything after the first
+ *   closing tag, the last closing tag included, is read as the model's next turn, as if every later closing tag were
+ *   its own — it starts the next turn's `actionText`, so its `<cite>` blocks count (`citations`, hence
+ *   `fabricated_citation`), its words are generated tokens (`sampledTokens`, the dearer) and it stays in the text
+ *   `format_sm` checks — yet no tag in it is an action (the next action opens after the observation's end: its
+ *   answers are never the model's, its searches never counted); a corrective observation in it is an invalid turn
+ *   (one the model may have hidden), with the text before it as that turn's `actionText`; and if it ends the
+ *   transcript without an answer a final invalid turn is recorded. All it can hide is an answer of the model's own
+ *   (read as none: the model loses it) or a search the env did not answer (a search followed by an observation is a
+ *   boundary, so never inside). An unclosed observation is read the same way, all of its content uncertain, without
+ *   passages;
  * - an observation opening tag that follows no action (the model's own `<information>`, or a response to a call
  *   not read) is skipped the same way: data, no passages;
  * - passages are `parsePassages` of the certain content (headers at line starts, numbered consecutively), mapped
@@ -508,7 +562,10 @@ function jsonBodyClose(text: string, from: number, limit: number): number {
  * `</information>`, a search block, `<information>` — is byte-identical to a transcript with one more search, and is
  * read as one (its answer can never be final); a passage with a newline followed by the next header in sequence
  * (`\nDoc 3(Title: x)` inside Doc 2) is split there; in veRL text decoded with `skip_special_tokens=True` the model
- * can write a whole `<tool_response>` itself (the role markers that tell them apart are gone).
+ * can write a whole `<tool_response>` itself (the role markers that tell them apart are gone); a response-only
+ * string that the model opens with a chat header of its own (`<|im_start|>user …<|im_start|>assistant`) before any
+ * env output reads as a full sequence, which drops the model's text before its marker (at most the start of its
+ * first turn: see `responseText`).
  * Linear time in the length of the solution. Never throws on any string.
  */
 export function trajectoryFromText(task: Task, solution: string, options: FromTextOptions = {}): Trajectory {
@@ -549,39 +606,40 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
   };
   /**
    * Records observation blocks `reads` (starting at or after `from`) as `owner`'s observation, or, when no action
-   * asked for them (`owner` null), as model text skipped over; each corrective observation in their uncertain text
-   * becomes an invalid turn. Uncertain words count as generated tokens.
+   * asked for them (`owner` null), as model text skipped over. The text from the first uncertain position on (after
+   * the first closing tag; all the content of an unclosed block) is read as the model's, as if every later closing
+   * tag were its own: it starts the next turn's `actionText` (its citations count, its words are generated tokens),
+   * yet no tag in it is an action (the next action opens at the blocks' end). Each corrective observation in it
+   * becomes an invalid turn, whose action text is the uncertain text before it; its words count as generated too.
    */
   const record = (owner: Turn | null, from: number, reads: readonly ObsRead[]): void => {
     const end = afterObservation(text, reads[reads.length - 1].end);
     const ranges = reads.flatMap((r) => (r.uncertain === null ? [] : [r.uncertain]));
-    const uncertainWords = (a: number, b: number): number => ranges.reduce((n, [lo, hi]) => (Math.max(lo, a) < Math.min(hi, b) ? n + wordsIn(text, Math.max(lo, a), Math.min(hi, b)) : n), 0);
-    const cuts: number[] = [];
+    /** Where the model's side begins: all of a skipped block; else the first uncertain position, or the end. */
+    const modelFrom = owner === null ? c : ranges.length > 0 ? ranges[0][0] : end;
+    if (owner !== null) {
+      owner.observation = text.slice(from, modelFrom);
+      owner.observationTokens = wordsIn(owner.observation);
+    }
+    let at = modelFrom;
+    let pushed = false;
     for (const [lo, hi] of ranges) {
       for (let k = ix.corrective.next(lo); k >= 0 && k + CORRECTIVE.length <= hi; k = ix.corrective.next(k + CORRECTIVE.length)) {
-        if (turns.length + cuts.length >= MAX_TRANSCRIPT_TURNS) {
+        if (turns.length >= MAX_TRANSCRIPT_TURNS) {
           unread = true;
           break;
         }
-        cuts.push(Math.max(cuts.length > 0 ? cuts[cuts.length - 1] : from, text[k - 1] === "\n" ? k - 1 : k));
+        const start = Math.max(at, text[k - 1] === "\n" ? k - 1 : k);
+        const stop = Math.max(start, Math.min(end, afterObservation(text, k + CORRECTIVE.length)));
+        const t = corrected(text.slice(at, start), text.slice(start, stop));
+        t.sampledTokens += t.observationTokens;
+        t.observationTokens = 0;
+        push(t, true);
+        pushed = true;
+        at = stop;
       }
     }
-    const firstCut = cuts.length > 0 ? cuts[0] : end;
-    if (owner !== null) {
-      owner.observation = text.slice(from, firstCut);
-      const u = uncertainWords(from, firstCut);
-      owner.sampledTokens += u;
-      owner.observationTokens = Math.max(0, wordsIn(owner.observation) - u);
-    }
-    cuts.forEach((cut, i) => {
-      const pieceEnd = i + 1 < cuts.length ? cuts[i + 1] : end;
-      const t = corrected(i === 0 && owner === null ? text.slice(c, cut) : "", text.slice(cut, pieceEnd));
-      const u = uncertainWords(cut, pieceEnd);
-      t.sampledTokens += u;
-      t.observationTokens = Math.max(0, t.observationTokens - u);
-      push(t, true);
-    });
-    if (owner !== null || cuts.length > 0) c = end;
+    if (owner !== null || pushed) c = at;
     s = end;
     firstFinal = turns.length;
     hiddenTail = ranges.length > 0;
@@ -650,14 +708,17 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
       tool = a.tool;
       action = a.type === "search" ? { type: "search", query: a.query } : { type: "invalid", reason: a.type === "invalid" ? a.reason : "tool_call: not a search" };
     }
-    const turn = newTurn(text.slice(c, closeEnd), action);
+    // The turn's text runs to the end of its block, and on to the observation's opening tag when the text between
+    // is not the env's (`envGap`): the model wrote it (its citations count, its words are generated tokens).
+    const obsFrom = follows === null || envGap(text, closeEnd, follows.at) ? closeEnd : follows.at;
+    const turn = newTurn(text.slice(c, obsFrom), action);
     if (tool !== undefined) turn.tool = tool;
     push(turn, false);
     c = s = closeEnd;
     if (follows !== null) {
       const reads = ix.readObservations(follows);
       if (action.type === "search") turn.passages = reads.flatMap((r) => (r.certain === null ? [] : parsePassages(r.certain))).map((p) => resolve(p) ?? p);
-      record(turn, closeEnd, reads);
+      record(turn, obsFrom, reads);
     } else {
       const k2 = ix.corrective.next(closeEnd);
       if (k2 >= 0 && skipSpaces(text, closeEnd) === k2) {
