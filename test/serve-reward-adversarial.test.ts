@@ -17,7 +17,7 @@ import { citations } from "../src/reward/evidence.ts";
 import { presetWeights } from "../src/reward/presets.ts";
 import { REWARD_TERMS } from "../src/reward/terms.ts";
 import { listen, type RunningServer } from "../src/serve/http.ts";
-import { createRewardApp } from "../src/serve/reward.ts";
+import { RewardScorer, createRewardApp } from "../src/serve/reward.ts";
 import { ASSISTANT_MARKER, MAX_TRANSCRIPT_TURNS, countWords, parsePassages, responseText, trajectoryFromText } from "../src/serve/solution.ts";
 
 /** A poisoned passage: its text closes the observation and answers for the model. */
@@ -381,6 +381,13 @@ const ADVERSARIAL: Record<string, (n: number) => string> = {
   "answer of digits": (n) => `<answer> ${fill("1", n - 19)} </answer>`,
   "answer of dotted words": (n) => `<answer> ${fill("a.", n - 19)} </answer>`,
   "answer a@b.b.b…": (n) => `<answer> a@${fill("b.", n - 21)} </answer>`,
+  // format_sm's strip of a part between tags; grounded / unsupported_answer on a long answer against many passages.
+  "inner whitespace run": (n) => `x${fill(" ", n - 2)}y`,
+  "long answer, many passages": (n) => {
+    const docs = Array.from({ length: Math.floor(n / 100) }, (_, i) => `Doc ${i + 1}(Title: t) dublin\n`).join("");
+    const head = `<search> q </search>\n\n<information>${docs}</information><answer> `;
+    return `${head}${fill("dublin ", n - head.length - 10)} </answer>`;
+  },
   // Full-sequence candidates: `responseText` checks the text before the marker for env output (`</search>` runs
   // followed by whitespace, `</tool_call>` without a response).
   "chat prompt of </search>": (n) => `<|im_start|>user\n${fill("</search> \n ", n - 17 - ASSISTANT_MARKER.length)}${ASSISTANT_MARKER}`,
@@ -419,6 +426,18 @@ describe("defect 1: linear-time parsing, bounded work", () => {
     const small = parseAll(250_000);
     const big = parseAll(1_000_000);
     expect(big / small, `1 M: ${big.toFixed(1)} ms, 250 k: ${small.toFixed(1)} ms`).toBeLessThan(8);
+  }, 60_000);
+
+  it("a batch of one big group costs O(n): group-relative terms compute the group's estimate once per group", async () => {
+    const scorer = new RewardScorer({ weights: presetWeights("composite") }, CORPUS);
+    const body = (i: number) => ({ ...req(`<search> q${i % 7} </search>\n\n<information>Doc 1(Title: t) x</information>\n\n<answer> dublin </answer>`), ground_truth: task.answers });
+    const items = Array.from({ length: 1024 }, (_, i) => body(i)) as unknown as Parameters<RewardScorer["scoreBatch"]>[0];
+    const t0 = performance.now();
+    const out = await scorer.scoreBatch(items);
+    const ms = performance.now() - t0;
+    expect(out).toHaveLength(1024);
+    expect(out.every((r) => r.terms.needless_search === out[0].terms.needless_search)).toBe(true);
+    expect(ms).toBeLessThan(5000); // was 32 s: every member recomputed the group's fewest searches
   }, 60_000);
 
   it(`reads at most MAX_TRANSCRIPT_TURNS (${MAX_TRANSCRIPT_TURNS}) turns: the rest is one invalid turn, truncated`, () => {

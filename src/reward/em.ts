@@ -32,6 +32,29 @@ function pySplit(s: string): string[] {
  * @returns the normalised text (possibly `""`)
  */
 export function normalizeAnswer(s: string): string {
+  const hit = normalized.get(s);
+  if (hit !== undefined) return hit;
+  const out = normalizeUncached(s);
+  if (normalizedChars + s.length > NORMALIZED_CACHE_CHARS) {
+    normalized.clear();
+    normalizedChars = 0;
+  }
+  normalized.set(s, out);
+  normalizedChars += s.length + out.length;
+  return out;
+}
+
+/**
+ * Recent `normalizeAnswer` results. Reward terms normalise the same answer once per passage or per gold answer
+ * (`grounded`, `f1`, `goldRetrieved`…); on a long answer against many passages that was quadratic (minutes per
+ * request in `arl serve reward`). The function is pure, so a bounded memo changes no value.
+ */
+const normalized = new Map<string, string>();
+let normalizedChars = 0;
+/** Characters (inputs + outputs) the memo holds before it starts over. */
+const NORMALIZED_CACHE_CHARS = 1 << 23;
+
+function normalizeUncached(s: string): string {
   const lowered = s.toLowerCase();
   let noPunct = "";
   for (const ch of lowered) if (!ASCII_PUNCTUATION.has(ch)) noPunct += ch;

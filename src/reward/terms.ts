@@ -153,13 +153,21 @@ export const invalidTerm: RewardTermFn = (traj) => ({
  * @returns that minimum, or `undefined` without a group or without a correct trajectory in it
  */
 export function groupOptimalCalls(group: readonly Trajectory[] | undefined): number | undefined {
+  if (group === undefined) return undefined;
+  // Every member's term asks for its group's estimate: computed once per group (O(n), not O(n²) per group).
+  const cached = optimalCallsCache.get(group);
+  if (cached !== undefined && cached.size === group.length) return cached.best;
   let best: number | undefined;
-  for (const t of group ?? []) {
+  for (const t of group) {
     if (t.answer === null || emCheck(t.answer, t.task.answers) === 0) continue;
     best = best === undefined ? t.searches : Math.min(best, t.searches);
   }
+  optimalCallsCache.set(group, { size: group.length, best });
   return best;
 }
+
+/** `groupOptimalCalls` per group array (a group is not changed while it is rewarded; its size is checked). */
+const optimalCallsCache = new WeakMap<readonly Trajectory[], { size: number; best: number | undefined }>();
 
 /**
  * The optimal tool-call count of a trajectory's task: `neededCalls(task)` when the task says (`source: "task"`),
