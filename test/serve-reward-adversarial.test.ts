@@ -15,7 +15,7 @@ import { INVALID_ACTION_OBSERVATION, formatPassages, informationObservation } fr
 import { computeReward } from "../src/reward/compose.ts";
 import { citations } from "../src/reward/evidence.ts";
 import { presetWeights } from "../src/reward/presets.ts";
-import { REWARD_TERMS } from "../src/reward/terms.ts";
+import { REWARD_TERMS, otcToolReward } from "../src/reward/terms.ts";
 import { listen, type RunningServer } from "../src/serve/http.ts";
 import { RewardScorer, createRewardApp } from "../src/serve/reward.ts";
 import { ASSISTANT_MARKER, MAX_TRANSCRIPT_TURNS, countWords, parsePassages, responseText, trajectoryFromText } from "../src/serve/solution.ts";
@@ -355,6 +355,17 @@ describe("defects 4 and 5: any mix of markers, forged closes and citations", () 
 /** `unit` repeated to exactly `n` characters. */
 const fill = (unit: string, n: number): string => unit.repeat(Math.ceil(n / unit.length)).slice(0, n);
 const OPEN_OBS = "<search> q </search>\n\n<information>";
+/** Passage lines `Doc i(Title: t<i>) <text>\n`, i = 1, 2, … (the numbering a header needs), to at least `n` characters; and how many. */
+function docLines(n: number, text: string): { lines: string; count: number } {
+  const out: string[] = [];
+  let length = 0;
+  while (length < n) {
+    const line = `Doc ${out.length + 1}(Title: t${out.length + 1}) ${text}\n`;
+    out.push(line);
+    length += line.length;
+  }
+  return { lines: out.join(""), count: out.length };
+}
 /**
  * Adversarial transcripts of `n` characters: runs of opening tags without closes (each one made the lazy block
  * regex rescan to the end), passage headers without a title end, closing tags and corrective observations inside
@@ -388,6 +399,8 @@ const ADVERSARIAL: Record<string, (n: number) => string> = {
     const head = `<search> q </search>\n\n<information>${docs}</information><answer> `;
     return `${head}${fill("dublin ", n - head.length - 10)} </answer>`;
   },
+  // A long answer of words: every term normalises it (normalizeAnswer was a character loop and split/join).
+  "answer of words": (n) => `<answer> ${fill("1 ", n - 19)} </answer>`,
   // Full-sequence candidates: `responseText` checks the text before the marker for env output (`</search>` runs
   // followed by whitespace, `</tool_call>` without a response).
   "chat prompt of </search>": (n) => `<|im_start|>user\n${fill("</search> \n ", n - 17 - ASSISTANT_MARKER.length)}${ASSISTANT_MARKER}`,
@@ -439,6 +452,56 @@ describe("defect 1: linear-time parsing, bounded work", () => {
     expect(out.every((r) => r.terms.needless_search === out[0].terms.needless_search)).toBe(true);
     expect(ms).toBeLessThan(5000); // was 32 s: every member recomputed the group's fewest searches
   }, 60_000);
+
+  it("grounded, unsupported_answer and evidence_recall match 1000 golds and a long answer against 20 000 passages in linear time", async () => {
+    // Each passage and gold was normalised again for every gold and passage, and the answer for every passage
+    // (minutes); with the normalisations memoised, still a substring search per gold and passage (1.6 s at 400 golds).
+    const answer = fill("Dublin ", 200_000).trim();
+    const { lines, count } = docLines(400_000, "dublin");
+    const obs = `${OPEN_OBS}${lines}Doc ${count + 1}(Title: last) gold 999 said ${answer}\n</information>`;
+    const golds = Array.from({ length: 1000 }, (_, i) => `gold ${i}`);
+    const body = (solution: string): Record<string, unknown> => ({
+      data_source: "nq",
+      solution_str: solution,
+      ground_truth: { target: golds },
+      extra_info: { index: 0, split: "test", question: "q", risk: "high", evidence_ids: [] },
+    });
+    for (const [tail, grounded] of [["", true], [" cork", false]] as const) {
+      const t0 = performance.now();
+      const r = await post("/reward", body(`${obs}\n\n<answer> ${answer}${tail} </answer>`), preset);
+      const ms = performance.now() - t0;
+      expect(r.status).toBe(200);
+      expect(r.body.terms).toMatchObject({ grounded: grounded ? 1 : 0, unsupported_answer: grounded ? 0 : -1, evidence_recall: 1, em: 0, f1: 0, cover_em: 0 });
+      const explain = Object.fromEntries(r.body.breakdown.terms.map((t: { name: string; explanation: string }) => [t.name, t.explanation]));
+      expect(explain.evidence_recall).toBe('gold "gold 999" retrieved in passage last');
+      if (grounded) expect(explain.grounded.endsWith(" appears in passage last")).toBe(true);
+      expect(ms, `${tail || "grounded"}: ${ms.toFixed(0)} ms`).toBeLessThan(1500);
+    }
+  }, 60_000);
+
+  it("POST /reward/batch scores a group of 1024 in linear time: the group's optimum is computed once, not per member", async () => {
+    // needless_search and otc EM-checked the whole group for every member (O(G²): 21 s for these 1024 items).
+    const long = fill("dublin ", 2_000);
+    const items = Array.from({ length: 1024 }, (_, k) => {
+      const correct = k % 2 === 1;
+      const searches = correct ? 2 + (k % 3) : 1;
+      const solution = `${"<search> q </search>".repeat(searches)}<answer> ${correct ? "Dublin" : long} </answer>`;
+      return { data_source: "nq", solution_str: solution, ground_truth: { target: ["Dublin"] }, extra_info: { index: 7, split: "test", question: "q" } };
+    });
+    const t0 = performance.now();
+    const r = await post("/reward/batch", items, preset);
+    const ms = performance.now() - t0;
+    expect(r.status).toBe(200);
+    expect(r.body).toHaveLength(items.length);
+    // The group's fewest searches among correct answers is 2 (items 1, 7, 13, …).
+    r.body.forEach((item: { searches: number; terms: Record<string, number> }, k: number) => {
+      const m = k % 2 === 1 ? 2 + (k % 3) : 1;
+      expect(item.searches).toBe(m);
+      expect(item.terms.needless_search).toBe(0 - Math.max(0, m - 2));
+      expect(item.terms.otc).toBe(otcToolReward(m, 2, 1));
+    });
+    expect(ms, `${ms.toFixed(0)} ms`).toBeLessThan(3000);
+  }, 120_000);
 
   it(`reads at most MAX_TRANSCRIPT_TURNS (${MAX_TRANSCRIPT_TURNS}) turns: the rest is one invalid turn, truncated`, () => {
     const many = `${fill("<search> q </search>", 20 * 10_000)}<answer> dublin </answer>`;

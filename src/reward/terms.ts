@@ -8,14 +8,15 @@
  * its detector never disagree. A new term is one entry in `TERM_LIST`; the composer needs no change.
  */
 import type { Trajectory } from "../core/types.ts";
-import { emCheck, normalizeAnswer, subEmCheck, tokenF1 } from "./em.ts";
+import { emCheck, firstContainedGold, normalizeAnswer, tokenF1 } from "./em.ts";
 import {
   answerGrounded,
   citations,
-  containsNormalized,
   fabricatedCitations,
   firstConflictTurn,
+  firstGoldPassage,
   goldRetrieved,
+  groundingPassage,
   ignoredEvidence,
   neededCalls,
   retrievedPassages,
@@ -59,8 +60,9 @@ export const emTerm: RewardTermFn = (traj) => {
   if (traj.answer === null) return { value: 0, explanation: "no answer" };
   const norm = normalizeAnswer(traj.answer);
   const golds = traj.task.answers;
-  if (emCheck(traj.answer, golds) === 1) {
-    const hit = golds.find((g) => normalizeAnswer(g) === norm);
+  // `emCheck(answer, golds) === 1` exactly when some gold normalises to `norm`: the answer is normalised once.
+  const hit = golds.find((g) => normalizeAnswer(g) === norm);
+  if (hit !== undefined) {
     return { value: 1, explanation: `"${traj.answer}" matches gold "${hit}"` };
   }
   return {
@@ -85,10 +87,10 @@ export const f1Term: RewardTermFn = (traj) => {
  */
 export const coverEmTerm: RewardTermFn = (traj) => {
   if (traj.answer === null) return { value: 0, explanation: "no answer" };
-  const norm = normalizeAnswer(traj.answer);
-  const hit = traj.task.answers.find((g) => norm.includes(normalizeAnswer(g)));
-  if (subEmCheck(traj.answer, traj.task.answers) === 1) {
-    return { value: 1, explanation: `gold "${hit}" is contained in "${traj.answer}"` };
+  // `subEmCheck`'s test, keeping which gold hit: one scan of the normalised answer for all golds.
+  const hit = firstContainedGold(normalizeAnswer(traj.answer), traj.task.answers);
+  if (hit >= 0) {
+    return { value: 1, explanation: `gold "${traj.task.answers[hit]}" is contained in "${traj.answer}"` };
   }
   return { value: 0, explanation: `"${traj.answer}" contains none of ${plural(traj.task.answers.length, "gold answer")}` };
 };
@@ -147,27 +149,75 @@ export const invalidTerm: RewardTermFn = (traj) => ({
 
 // ───────────────────────────── necessity ─────────────────────────────
 
+/** What `groupOptimalCalls` read of a group, member by member, and the optimum it found. */
+interface GroupOptimum {
+  members: readonly Trajectory[];
+  answers: (string | null)[];
+  searches: number[];
+  tasks: Trajectory["task"][];
+  golds: (readonly string[])[];
+  goldCounts: number[];
+  best: number | undefined;
+}
+
 /**
- * OTC-GRPO's estimate of a task's optimal number of tool calls: the fewest searches among the group's trajectories
- * whose answer is EM-correct (Wang et al. 2025, "Acting Less is Reasoning More", OTC-GRPO).
- * @returns that minimum, or `undefined` without a group or without a correct trajectory in it
+ * `groupOptimalCalls` by group array. The composer scores each member with the same group array
+ * (`rewardGroups`, `RewardScorer.scoreBatch`), and `needless_search` and `otc` read the optimum for every member:
+ * computing it each time EM-checked the whole group per member (O(G²) normalisations; 32 s for a batch of 1024).
  */
-export function groupOptimalCalls(group: readonly Trajectory[] | undefined): number | undefined {
-  if (group === undefined) return undefined;
-  // Every member's term asks for its group's estimate: computed once per group (O(n), not O(n²) per group).
-  const cached = optimalCallsCache.get(group);
-  if (cached !== undefined && cached.size === group.length) return cached.best;
+const GROUP_OPTIMUM = new WeakMap<readonly Trajectory[], GroupOptimum>();
+
+function computeGroupOptimum(group: readonly Trajectory[]): GroupOptimum {
   let best: number | undefined;
   for (const t of group) {
     if (t.answer === null || emCheck(t.answer, t.task.answers) === 0) continue;
     best = best === undefined ? t.searches : Math.min(best, t.searches);
   }
-  optimalCallsCache.set(group, { size: group.length, best });
-  return best;
+  return {
+    members: [...group],
+    answers: group.map((t) => t.answer),
+    searches: group.map((t) => t.searches),
+    tasks: group.map((t) => t.task),
+    golds: group.map((t) => t.task.answers),
+    goldCounts: group.map((t) => t.task.answers.length),
+    best,
+  };
 }
 
-/** `groupOptimalCalls` per group array (a group is not changed while it is rewarded; its size is checked). */
-const optimalCallsCache = new WeakMap<readonly Trajectory[], { size: number; best: number | undefined }>();
+/**
+ * True when the group still holds what `o` read: the same members, answers, searches, tasks and gold lists (by
+ * identity, and the lists' lengths). O(G) reference comparisons and no normalisation (a few ns per member: ~0.1 s
+ * in all for a group of 4096 scored member by member), so a group changed between calls is never scored against a
+ * stale optimum.
+ */
+function stillValid(o: GroupOptimum, group: readonly Trajectory[]): boolean {
+  if (o.members.length !== group.length) return false;
+  for (let i = 0; i < group.length; i++) {
+    const t = group[i];
+    if (t !== o.members[i] || t.answer !== o.answers[i] || !Object.is(t.searches, o.searches[i]) || t.task !== o.tasks[i]) return false;
+    if (t.task.answers !== o.golds[i] || t.task.answers.length !== o.goldCounts[i]) return false;
+  }
+  return true;
+}
+
+/**
+ * OTC-GRPO's estimate of a task's optimal number of tool calls: the fewest searches among the group's trajectories
+ * whose answer is EM-correct (Wang et al. 2025, "Acting Less is Reasoning More", OTC-GRPO).
+ * Computed once per group array and reused while the group is unchanged (`GROUP_OPTIMUM`): a batch of G members
+ * costs G EM checks, not G². Changing a member, its answer, its searches, its task or its task's gold list (or the
+ * list's length) recomputes; replacing a gold string inside the same list in place is not seen (the task of a
+ * trajectory being scored is treated as fixed).
+ * @returns that minimum, or `undefined` without a group or without a correct trajectory in it
+ */
+export function groupOptimalCalls(group: readonly Trajectory[] | undefined): number | undefined {
+  if (group === undefined || group.length === 0) return undefined;
+  let o = GROUP_OPTIMUM.get(group);
+  if (o === undefined || !stillValid(o, group)) {
+    o = computeGroupOptimum(group);
+    GROUP_OPTIMUM.set(group, o);
+  }
+  return o.best;
+}
 
 /**
  * The optimal tool-call count of a trajectory's task: `neededCalls(task)` when the task says (`source: "task"`),
@@ -259,12 +309,13 @@ export const otcTerm: RewardTermCtxFn = (traj, ctx) => {
 export const evidenceRecallTerm: RewardTermFn = (traj) => {
   const passages = retrievedPassages(traj);
   const evidence = traj.task.evidenceIds ?? [];
-  if (goldRetrieved(traj)) {
-    if (evidence.length > 0) return { value: 1, explanation: `all ${plural(evidence.length, "evidence passage")} retrieved (${evidence.join(", ")})` };
-    for (const p of passages) {
-      const g = traj.task.answers.find((a) => containsNormalized(p.text, a));
-      if (g !== undefined) return { value: 1, explanation: `gold "${g}" retrieved in passage ${p.id}` };
-    }
+  if (evidence.length > 0 && goldRetrieved(traj)) {
+    return { value: 1, explanation: `all ${plural(evidence.length, "evidence passage")} retrieved (${evidence.join(", ")})` };
+  }
+  if (evidence.length === 0) {
+    // `goldRetrieved` without evidence ids is `firstGoldPassage(traj) !== undefined`.
+    const hit = firstGoldPassage(traj);
+    if (hit !== undefined) return { value: 1, explanation: `gold "${hit.gold}" retrieved in passage ${hit.passage.id}` };
   }
   if (evidence.length > 0) {
     const ids = new Set(passages.map((p) => p.id));
@@ -277,13 +328,11 @@ export const evidenceRecallTerm: RewardTermFn = (traj) => {
 /** `grounded`: 1 when the answer occurs (whole words, normalised) in a retrieved passage (`answerGrounded`), else 0. */
 export const groundedTerm: RewardTermFn = (traj) => {
   if (traj.answer === null) return { value: 0, explanation: "no answer" };
-  const passages = retrievedPassages(traj);
   const answer = traj.answer;
-  if (answerGrounded(traj)) {
-    const p = passages.find((q) => containsNormalized(q.text, answer));
-    return { value: 1, explanation: `"${answer}" appears in passage ${p?.id}` };
-  }
-  return { value: 0, explanation: `"${answer}" appears in none of ${plural(passages.length, "retrieved passage")}` };
+  // `answerGrounded(traj)` is `groundingPassage(traj) !== undefined`.
+  const p = groundingPassage(traj);
+  if (p !== undefined) return { value: 1, explanation: `"${answer}" appears in passage ${p.id}` };
+  return { value: 0, explanation: `"${answer}" appears in none of ${plural(retrievedPassages(traj).length, "retrieved passage")}` };
 };
 
 /**
