@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeChatAgent, parseAgentKinds, type AgentTrajectory } from "../src/agents/index.ts";
 import { parseReactAction } from "../src/agents/react.ts";
 import { assertTrajectory } from "../src/algo/datum.ts";
+import { searchAction, searchQuery, type Action } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { computeReward } from "../src/reward/compose.ts";
 import { createApp, listen, type RunningServer } from "../src/serve/http.ts";
@@ -11,6 +12,8 @@ import { evaluate, evaluateEpisodes } from "../src/train/eval.ts";
 import { ScriptedSampler, tinySetup } from "./openai-helpers.ts";
 
 const { config, s, tasks } = tinySetup();
+/** An action's kind, naming a Search-R1 search call "search" (any other action keeps its `type`). */
+const kindOf = (a: Action) => (searchQuery(a) !== undefined ? "search" : a.type);
 const tok = s.tokenizer;
 let be: EmbeddedBackend;
 let embedded: RunningServer;
@@ -59,7 +62,7 @@ async function checkAndScore(t: AgentTrajectory) {
   expect(t.trainable).toBe(false);
   expect(t.lossMask.every((m) => m === 0)).toBe(true);
   expect(t.tokens.slice(0, t.promptLength)).toEqual(tok.promptTokens(`question : ${t.task.question}\n`));
-  expect(t.searches).toBe(t.turns.filter((x) => x.action.type === "search").length);
+  expect(t.searches).toBe(t.turns.filter((x) => searchQuery(x.action) !== undefined).length);
   expect(t.invalidActions).toBe(t.turns.filter((x) => x.action.type === "invalid").length);
   const sampled = t.turns.reduce((a, x) => a + x.sampledTokens + x.observationTokens, 0);
   expect(t.tokens.length).toBe(t.promptLength + sampled);
@@ -76,7 +79,7 @@ describe("prompt-driven agents over OpenAI-compatible HTTP", () => {
       expect(r.all.searches).toBe(1);
       for (const t of r.trajectories as AgentTrajectory[]) {
         expect(t.agent).toBe(kind);
-        expect(t.turns.map((x) => x.action.type)).toEqual(["search", "answer"]);
+        expect(t.turns.map((x) => kindOf(x.action))).toEqual(["search", "answer"]);
         expect(t.turns[0].passages?.length).toBeGreaterThan(0);
         expect(t.truncated).toBe(false);
         const reward = await checkAndScore(t);
@@ -168,7 +171,7 @@ describe("prompt-driven agents over OpenAI-compatible HTTP", () => {
     expect(t.turns.map((x) => x.action)).toEqual([
       { type: "invalid", reason: "react: no action line of the form Action: search[query] or Action: finish[answer]" },
       { type: "invalid", reason: 'react: unknown action "lookup" (allowed: search, finish)' },
-      { type: "search", query: "capital of ireland" },
+      searchAction("capital of ireland"),
       { type: "answer", answer: "Dublin" },
     ]);
     expect([t.invalidActions, t.searches, t.answer, t.truncated]).toEqual([2, 1, "Dublin", false]);
@@ -183,7 +186,7 @@ describe("prompt-driven agents over OpenAI-compatible HTTP", () => {
   it("a conversation that outgrows the server's context ends the episode truncated, not in an exception", async () => {
     const t = (await agentFor("prompt", small.url, "scripted").runEpisode(tasks[0], 1)) as AgentTrajectory;
     expect(t.truncated).toBe(true);
-    expect(t.turns.map((x) => x.action.type)).toEqual(["search"]);
+    expect(t.turns.map((x) => kindOf(x.action))).toEqual(["search"]);
     await checkAndScore(t);
   });
 

@@ -32,7 +32,7 @@ describe("arl CLI", () => {
     expect(term.err).toContain("reward.weights.bogus: unknown reward term; allowed: em, f1, cover_em, judge, format");
     const preset = arl("train", "--reward.preset", "medicine", "--print-config");
     expect(preset.code).toBe(2);
-    expect(preset.err).toContain("reward.preset: unknown preset; allowed: default, outcome-only");
+    expect(preset.err).toContain("reward.preset: unknown preset; allowed: default, tool-env, outcome-only");
     const judgeDir = mkdtempSync(join(tmpdir(), "arl-judge-"));
     const judge = arl("train", "--smoke", "--run.dir", judgeDir, "--reward.weights.judge", "1");
     expect(judge.code).toBe(2);

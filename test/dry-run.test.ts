@@ -37,7 +37,7 @@ describe("arl train --dry-run", () => {
   it("names the field of an unknown preset and a missing tokenizer folder (exit 2)", () => {
     const preset = arl("train", "--smoke", "--dry-run", "--reward.preset", "banking");
     expect(preset.code).toBe(2);
-    expect(preset.err).toContain("reward.preset: unknown preset; allowed: default, outcome-only");
+    expect(preset.err).toContain("reward.preset: unknown preset; allowed: default, tool-env, outcome-only");
     const tok = arl("train", "--smoke", "--dry-run", "--policy.backend", "tinker", "--policy.tinker.tokenizer", "/nonexistent/tok");
     expect(tok.code).toBe(2);
     expect(tok.err).toContain("policy.tinker.tokenizer: no such folder /nonexistent/tok (expected a folder with tokenizer.json and tokenizer_config.json)");

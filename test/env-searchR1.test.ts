@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Action } from "../src/core/types.ts";
+import { searchAction, type Action } from "../src/core/types.ts";
 import {
   INVALID_ACTION_OBSERVATION,
   formatPassages,
@@ -9,15 +9,15 @@ import {
 
 describe("parseSearchR1Action", () => {
   const valid: [string, string, Action][] = [
-    ["valid search", "<search> capital of  france </search>", { type: "search", query: "capital of france" }],
+    ["valid search", "<search> capital of  france </search>", searchAction("capital of france")],
     ["valid answer", "<answer>paris</answer>", { type: "answer", answer: "paris" }],
-    ["think then search", "<think> i need the capital </think>\n<search> france </search>", { type: "search", query: "france" }],
-    ["two actions → the first", "<search> a </search> <answer> b </answer>", { type: "search", query: "a" }],
+    ["think then search", "<think> i need the capital </think>\n<search> france </search>", searchAction("france")],
+    ["two actions → the first", "<search> a </search> <answer> b </answer>", searchAction("a")],
     ["answer before search → the answer", "<answer> b </answer><search> a </search>", { type: "answer", answer: "b" }],
     ["text after answer ignored", "<answer> paris </answer> and some more text", { type: "answer", answer: "paris" }],
     ["multi-line contents collapsed", "<answer>\n united\n  states \n</answer>", { type: "answer", answer: "united states" }],
-    ["tags inside think ignored", "<think> <answer> x </answer> </think> <search> y </search>", { type: "search", query: "y" }],
-    ["stray closing tag before is ignored", "</answer> <search> q </search>", { type: "search", query: "q" }],
+    ["tags inside think ignored", "<think> <answer> x </answer> </think> <search> y </search>", searchAction("y")],
+    ["stray closing tag before is ignored", "</answer> <search> q </search>", searchAction("q")],
   ];
   it.each(valid)("%s", (_name, text, expected) => {
     expect(parseSearchR1Action(text)).toEqual(expected);

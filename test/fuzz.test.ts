@@ -24,7 +24,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { Action, Passage, Task, Trajectory, Turn } from "../src/core/types.ts";
+import { searchAction, searchQuery, type Action, type Passage, type Task, type Trajectory, type Turn } from "../src/core/types.ts";
 import {
   INFORMATION_CLOSE,
   INFORMATION_OPEN,
@@ -184,7 +184,7 @@ const realisticTurn: fc.Arbitrary<{ text: string; expected: Action }> = fc
       c === ""
         ? { type: "invalid", reason: tag === "search" ? "empty query in <search></search>" : "empty answer in <answer></answer>" }
         : tag === "search"
-          ? { type: "search", query: c }
+          ? searchAction(c)
           : { type: "answer", answer: c };
     return { text, expected };
   });
@@ -210,9 +210,12 @@ function collapse(s: string): string {
   return s.split(/\s+/).filter((w) => w !== "").join(" ");
 }
 
-/** The class of a parsed action; `unclassified` when an invalid reason is none of the six known ones. */
+/**
+ * The class of a parsed action; `unclassified` when an invalid reason is none of the six known ones, or a tool call
+ * is not a Search-R1 search (a call of the `search` tool with a string `query`).
+ */
 function classOf(a: Action): ActionClass | "unclassified" {
-  if (a.type === "search") return "search";
+  if (a.type === "tool_call") return searchQuery(a) !== undefined ? "search" : "unclassified";
   if (a.type === "answer") return "answer";
   const reasons: [RegExp, ActionClass][] = [
     [/^no action\b/, "no-action"],
@@ -280,6 +283,19 @@ function referenceParse(text: string): { cls: ActionClass; content?: string } {
 
 const ACTION_TAGS = ["<search>", "</search>", "<answer>", "</answer>"];
 
+/** Sorted keys of an object, comma-joined. */
+const keysOf = (o: object): string => Object.keys(o).sort().join(",");
+
+/**
+ * The key shape of an action, tool calls included: `calls,type[arguments,name=search{query}]` is exactly
+ * `{type: "tool_call", calls: [{name: "search", arguments: {query}}]}`, Search-R1's one search call.
+ */
+function shapeOf(a: Action): string {
+  if (a.type !== "tool_call") return keysOf(a);
+  return `${keysOf(a)}[${a.calls.map((c) => `${keysOf(c)}=${c.name}{${keysOf(c.arguments)}}`).join(";")}]`;
+}
+const SEARCH_SHAPE = "calls,type[arguments,name=search{query}]";
+
 /**
  * Checks one parse and returns its class: total (one known class), equal to the reference, and consistent (a
  * search/answer is non-empty, collapsed, holds no action tag, each of its words occurs in the text, and its
@@ -287,21 +303,22 @@ const ACTION_TAGS = ["<search>", "</search>", "<answer>", "</answer>"];
  */
 function checkParse(text: string, a: Action): ActionClass {
   const cls = classOf(a);
-  const keys = Object.keys(a).sort().join(",");
+  const keys = shapeOf(a);
   ensure(cls !== "unclassified", () => `a known class, got ${JSON.stringify(a)}`);
-  ensure(keys === (a.type === "search" ? "query,type" : a.type === "answer" ? "answer,type" : "reason,type"), () => `one action shape, got keys ${keys}`);
+  ensure(keys === (a.type === "tool_call" ? SEARCH_SHAPE : a.type === "answer" ? "answer,type" : "reason,type"), () => `one action shape, got keys ${keys}`);
   const ref = referenceParse(text);
   ensure(cls === ref.cls, () => `class ${cls} equals the reference's ${ref.cls}`);
-  if (a.type === "search" || a.type === "answer") {
-    const content = a.type === "search" ? a.query : a.answer;
+  const content = a.type === "answer" ? a.answer : searchQuery(a);
+  if (content !== undefined) {
+    const tag = a.type === "answer" ? "answer" : "search";
     ensure(content === ref.content, () => `content ${JSON.stringify(content)} equals the reference's ${JSON.stringify(ref.content)}`);
     ensure(content !== "" && content === collapse(content), () => `content ${JSON.stringify(content)} non-empty and collapsed`);
     ensure(!ACTION_TAGS.some((t) => content.includes(t)), () => `content ${JSON.stringify(content)} holds no action tag`);
     ensure(content.split(" ").every((w) => text.includes(w)), () => `each word of ${JSON.stringify(content)} occurs in the text`);
-    const again = parseSearchR1Action(`<${a.type}> ${content} </${a.type}>`);
+    const again = parseSearchR1Action(`<${tag}> ${content} </${tag}>`);
     ensure(JSON.stringify(again) === JSON.stringify(a), () => `re-serialised ${JSON.stringify(a)} parses back, got ${JSON.stringify(again)}`);
   } else {
-    ensure(a.reason.length > 0, () => "an invalid action has a reason");
+    ensure(a.type === "invalid" && a.reason.length > 0, () => "an invalid action has a reason");
   }
   return cls as ActionClass;
 }
@@ -387,7 +404,7 @@ describe("fuzz: SearchEnv.step over a BM25 world", () => {
           const cls = checkParse(text, r.info.action);
           expect(r.info.action).toEqual(parseSearchR1Action(text));
           counts.turns++;
-          if (r.info.action.type === "search") counts.searches++;
+          if (searchQuery(r.info.action) !== undefined) counts.searches++;
           if (r.info.action.type === "invalid") counts.invalidActions++;
           expect(typeof r.observation).toBe("string");
           expect(env.stats).toEqual(counts);
@@ -491,7 +508,7 @@ const transcript = fc.oneof(
 
 /** A random action, whatever the turn's text says (terms must read any trajectory). */
 const actionArb: fc.Arbitrary<Action> = fc.oneof(
-  answerText.map((query) => ({ type: "search" as const, query })),
+  answerText.map((query) => searchAction(query)),
   answerText.map((answer) => ({ type: "answer" as const, answer })),
   fc.string({ maxLength: 10 }).map((reason) => ({ type: "invalid" as const, reason })),
 );
@@ -591,7 +608,7 @@ describe("fuzz: computeReward under every preset and every term", () => {
       fc.asyncProperty(taskArb, transcript, fc.array(directTrajectory, { maxLength: 2 }), options, async (task, text, others, opts) => {
         const traj = noCrash(kind, () => trajectoryFromText(task, text));
         // The trajectory agrees with itself: counts from its turns, [seq] arrays aligned, the text a prefix.
-        expect(traj.searches).toBe(traj.turns.filter((t) => t.action.type === "search").length);
+        expect(traj.searches).toBe(traj.turns.filter((t) => searchQuery(t.action) !== undefined).length);
         expect(traj.invalidActions).toBe(traj.turns.filter((t) => t.action.type === "invalid").length);
         expect(traj.lossMask.length).toBe(traj.tokens.length);
         expect(traj.logprobs.length).toBe(traj.tokens.length);

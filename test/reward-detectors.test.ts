@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Passage, Task, Trajectory, Turn } from "../src/core/types.ts";
+import { searchAction, type Passage, type Task, type Trajectory, type Turn } from "../src/core/types.ts";
 import {
   DEFAULT_DETECTOR_THRESHOLDS,
   DetectorMonitor,
@@ -20,7 +20,7 @@ function turn(actionText: string, passages?: Passage[], sampledTokens = 5): Turn
   const isSearch = actionText.includes("<search>");
   return {
     actionText,
-    action: isSearch ? { type: "search", query: "q" } : { type: "answer", answer: "a" },
+    action: isSearch ? searchAction("q") : { type: "answer", answer: "a" },
     observation: "",
     passages,
     sampledTokens,

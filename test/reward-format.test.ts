@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Trajectory } from "../src/core/types.ts";
+import { searchAction, type Trajectory } from "../src/core/types.ts";
 import { INVALID_ACTION_OBSERVATION } from "../src/env/searchR1.ts";
 import { isValidSequence, trajectoryText } from "../src/reward/format.ts";
 
@@ -85,7 +85,7 @@ describe("trajectoryText", () => {
       logprobs: [],
       promptLength: 0,
       turns: [
-        { actionText: "<search> q </search>", action: { type: "search", query: "q" }, observation: I("d"), sampledTokens: 3, observationTokens: 5, stopReason: "stop" },
+        { actionText: "<search> q </search>", action: searchAction("q"), observation: I("d"), sampledTokens: 3, observationTokens: 5, stopReason: "stop" },
         { actionText: "<answer> a </answer>", action: { type: "answer", answer: "a" }, observation: "", sampledTokens: 3, observationTokens: 0, stopReason: "stop" },
       ],
       answer: "a",

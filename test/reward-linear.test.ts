@@ -11,7 +11,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { Passage, Task, Trajectory, Turn } from "../src/core/types.ts";
+import { searchAction, type Passage, type Task, type Trajectory, type Turn } from "../src/core/types.ts";
 import { computeReward } from "../src/reward/compose.ts";
 import { emCheck, firstContainedGold, normalizeAnswer, subEmCheck, tokenF1 } from "../src/reward/em.ts";
 import { answerGrounded, containsNormalized, firstGoldPassage, goldRetrieved, groundingPassage, normalizedPassageWords, wholeWordMatcher } from "../src/reward/evidence.ts";
@@ -141,7 +141,7 @@ describe("D1: one normalisation per text, one scan per text", () => {
 
   const search = (passages: Passage[]): Turn => ({
     actionText: "<search> q </search>",
-    action: { type: "search", query: "q" },
+    action: searchAction("q"),
     observation: "\n\n<information>…</information>\n\n",
     passages,
     sampledTokens: 3,

@@ -56,13 +56,14 @@ describe("docs/rewards.md", () => {
 });
 
 describe("REWARD_PRESETS", () => {
-  it("has the ten presets with the exact weights of the spec", () => {
+  it("has the eleven presets with the exact weights of the spec", () => {
     const finance = {
       em: 1, format: 0.1, invalid: 0.1, grounded: 0.3, ignored_evidence: 0.5, fabricated_citation: 1,
       unsupported_answer: 1, sensitive: 1, forbidden_tool: 1, conflict_verify: 0.3, search_cost: 0.02,
     };
     expect(Object.fromEntries(Object.entries(REWARD_PRESETS).map(([n, p]) => [n, p.weights]))).toEqual({
       default: { em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1 },
+      "tool-env": { outcome: 1, format: 0.1, invalid: 0.1, needless_calls: 0.05 },
       "outcome-only": { em: 1 },
       "per-call-bonus": { em: 1, call_bonus: 0.15 },
       "search-cost-only": { em: 1, search_cost: 0.3 },
@@ -91,7 +92,7 @@ describe("REWARD_PRESETS", () => {
     w.em = 5;
     expect(REWARD_PRESETS.default.weights.em).toBe(1);
     expect(() => presetWeights("nope")).toThrow(
-      'unknown reward preset "nope"; allowed presets: default, outcome-only, per-call-bonus, search-cost-only, composite, finance, medical, insurance, customer-service, research',
+      'unknown reward preset "nope"; allowed presets: default, tool-env, outcome-only, per-call-bonus, search-cost-only, composite, finance, medical, insurance, customer-service, research',
     );
     expect(() => presetWeights("toString")).toThrow(/unknown reward preset "toString"/);
   });

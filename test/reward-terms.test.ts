@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Passage, Task, Trajectory, Turn } from "../src/core/types.ts";
+import { searchAction, searchQuery, type Passage, type Task, type Trajectory, type Turn } from "../src/core/types.ts";
 import { formatPassages, INVALID_ACTION_OBSERVATION, informationObservation } from "../src/env/searchR1.ts";
 import { computeReward, DEFAULT_REWARD_OPTIONS } from "../src/reward/compose.ts";
 import { neededCalls } from "../src/reward/evidence.ts";
@@ -28,7 +28,7 @@ function passage(id: string, title: string, text: string, over: Partial<Passage>
 function search(query: string, passages: Passage[], latencyMs = 200): Turn {
   return {
     actionText: `<search> ${query} </search>`,
-    action: { type: "search", query },
+    action: searchAction(query),
     observation: informationObservation(formatPassages(passages)),
     passages,
     sampledTokens: 5,
@@ -74,7 +74,7 @@ function episode(t: Task, turns: Turn[], over: Partial<Trajectory> = {}): Trajec
     promptLength: 0,
     turns,
     answer: last?.action.type === "answer" ? last.action.answer : null,
-    searches: turns.filter((u) => u.action.type === "search").length,
+    searches: turns.filter((u) => searchQuery(u.action) !== undefined).length,
     invalidActions: turns.filter((u) => u.action.type === "invalid").length,
     truncated: last?.action.type !== "answer",
     ...over,
@@ -504,13 +504,53 @@ describe("safety terms", () => {
   });
 });
 
+/** A turn calling tools (a tool env's), with one result per call. */
+function calls(...names: string[]): Turn {
+  return {
+    actionText: names.join(" "),
+    action: { type: "tool_call", calls: names.map((name) => ({ name, arguments: {} })) },
+    observation: "",
+    toolResults: names.map((name) => ({ name, ok: name !== "broken", content: name === "broken" ? "error: down" : "{}", ...(name === "broken" ? { errorKind: "error" as const } : {}) })),
+    sampledTokens: 6,
+    observationTokens: 10,
+    stopReason: "stop",
+    tool: names[0],
+  };
+}
+
+describe("any-env terms (tool envs with a grader)", () => {
+  const graded = (score: number, turns: Turn[]) => episode(task({ answers: [] }), [...turns, answer("done")], { grade: { score, parts: { booked: score >= 1 ? 1 : 0 } } });
+  it("outcome is the env's grade, 0 without one", async () => {
+    expect(await run("outcome", graded(0.5, []))).toEqual({ value: 0.5, explanation: "grade 0.5 (booked 0)" });
+    expect((await run("outcome", episode(task(), [answer("Fredville")]))).value).toBe(0);
+  });
+  it("tool_calls counts every call of every tool, several per turn", async () => {
+    const r = await run("tool_calls", graded(1, [calls("get_airports"), calls("search_flights", "search_hotels")]));
+    expect(r).toEqual({ value: -3, explanation: "1 get_airports, 1 search_flights, 1 search_hotels" });
+    expect((await run("tool_calls", episode(task(), [answer("x")]))).value).toBe(0);
+  });
+  it("needless_calls prices calls beyond the group's cheapest full success, and is 0 when nobody succeeded", async () => {
+    const lean = graded(1, [calls("a"), calls("b")]);
+    const spammy = graded(1, [calls("a"), calls("b"), calls("a"), calls("a")]);
+    const failed = graded(0, [calls("a")]);
+    expect((await run("needless_calls", spammy, { group: [lean, spammy, failed] })).value).toBe(-2);
+    expect((await run("needless_calls", lean, { group: [lean, spammy, failed] })).value).toBe(0);
+    expect((await run("needless_calls", failed, { group: [failed] })).value).toBe(0);
+  });
+  it("tool_error and forbidden_tool count each call of a multi-call turn", async () => {
+    const t = episode(task({ forbiddenTools: ["book"] }), [calls("book", "broken"), calls("book"), answer("x")]);
+    expect((await run("tool_error", t)).value).toBe(-1);
+    expect((await run("forbidden_tool", t)).value).toBe(-2);
+  });
+});
+
 describe("registry", () => {
   it("lists every term once, each with a family and a description, and every term is tested above", () => {
     const names = TERM_LIST.map((t) => t.name);
     expect(names).toEqual([
       "em", "f1", "cover_em", "judge", "format", "format_sm", "invalid", "guess", "needless_search", "otc",
       "evidence_recall", "grounded", "ignored_evidence", "fabricated_citation", "conflict_verify",
-      "search_cost", "gen_tokens", "obs_tokens", "latency", "tool_error", "call_bonus", "forbidden_tool", "sensitive", "unsupported_answer",
+      "outcome", "tool_calls", "needless_calls", "search_cost", "gen_tokens", "obs_tokens", "latency", "tool_error", "call_bonus", "forbidden_tool", "sensitive", "unsupported_answer",
     ]);
     expect(Object.keys(REWARD_TERMS)).toEqual(names);
     for (const t of TERM_LIST) {

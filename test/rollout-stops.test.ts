@@ -4,7 +4,7 @@
  * whatever the sampler reports, before its tokens enter the trajectory.
  */
 import { describe, expect, it } from "vitest";
-import type { Passage } from "../src/core/types.ts";
+import { searchAction, type Passage } from "../src/core/types.ts";
 import { INFORMATION_CLOSE } from "../src/env/searchR1.ts";
 import { SearchEnv, searchPrompt } from "../src/envs/search/env.ts";
 import { loadTokenizer } from "../src/policy/hf/index.ts";
@@ -128,7 +128,7 @@ describe("a turn is cut at its first stop (defect 6)", () => {
         expect(t0.sampledTokens).toBe(k);
         expect(t0.stopReason).toBe("stop");
         expect(t0.actionText).toBe("<search> capital ireland </search>");
-        expect(t0.action).toEqual({ type: "search", query: "capital ireland" });
+        expect(t0.action).toEqual(searchAction("capital ireland"));
         expect(t0.observation).toContain("<information>");
         expect(t0.observation).toContain("dublin");
         expect(traj.lossMask.slice(p + k, p + k + t0.observationTokens)).toEqual(new Array(t0.observationTokens).fill(0));

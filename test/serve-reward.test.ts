@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Task, Trajectory, Turn } from "../src/core/types.ts";
+import { searchAction, type Task, type Trajectory, type Turn } from "../src/core/types.ts";
 import { SearchEnv } from "../src/envs/search/env.ts";
 import { buildWorld } from "../src/envs/search/world.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
@@ -93,7 +93,7 @@ describe("POST /reward (veRL compute_score arguments)", () => {
     const r = await post(plain, "/reward", { data_source: "searchR1_nq", solution_str: solution, ground_truth: { target: task.answers } });
     expect(r.body).toMatchObject({ answer: country.capital.toUpperCase(), searches: 1, terms: { em: 1, format: 1, search_cost: -1, invalid: 0 } });
     const traj = trajectoryFromText(task, solution);
-    expect(traj.turns.map((t) => t.action)).toEqual([{ type: "search", query: `capital of ${country.name}` }, { type: "answer", answer: country.capital.toUpperCase() }]);
+    expect(traj.turns.map((t) => t.action)).toEqual([searchAction(`capital of ${country.name}`), { type: "answer", answer: country.capital.toUpperCase() }]);
     expect(traj.turns[0].passages?.map((p) => [p.title, p.text])).toEqual([
       [country.name, `the capital of ${country.name} is ${country.capital} .`],
       [country.name, `the region of ${country.name} is somewhere .`],

@@ -15,7 +15,7 @@
  * chat endpoint — one concept, "prompt-driven baseline agents", independent of which server runs the model.
  */
 import OpenAI from "openai";
-import type { Action, StepResult, Task, Trajectory, Turn } from "../core/types.ts";
+import { searchQuery, type Action, type StepResult, type Task, type Trajectory, type Turn } from "../core/types.ts";
 import { INFORMATION_CLOSE, INFORMATION_OPEN } from "../env/searchR1.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
@@ -207,7 +207,7 @@ export class ChatAgent {
       messages.push(reply.assistant);
       const result = await env.step(reply.envText);
       const action: Action = reply.invalidReason !== undefined ? { type: "invalid", reason: reply.invalidReason } : result.info.action;
-      if (action.type === "search") searches++;
+      if (searchQuery(action) !== undefined) searches++;
       if (action.type === "invalid") invalidActions++;
       if (action.type === "answer") answer = action.answer;
 

@@ -2,6 +2,7 @@
 import cliProgress from "cli-progress";
 import Table from "cli-table3";
 import type { ProgressBar, Reporter, SummaryRow } from "../train/experiment.ts";
+import type { RecipeSummary } from "../train/recipeRun.ts";
 import { LAB_TABLE_HEAD, labTableRows } from "../lab/report.ts";
 import type { LabResult } from "../lab/types.ts";
 
@@ -68,5 +69,32 @@ export { formatTrajectory } from "../rollout/format.ts";
 export function labTable(lab: LabResult): string {
   const table = new Table({ style: process.stdout.isTTY ? {} : { head: [], border: [] }, head: [...LAB_TABLE_HEAD] });
   for (const row of labTableRows(lab)) table.push(row);
+  return table.toString();
+}
+
+/**
+ * The recipe summary table: per policy, task success, mean grade, tool calls per task, invalid actions per turn,
+ * then the recipe's breakdown rates (each `rate % (n)`: n = episodes where the decision arose).
+ */
+export function recipeTable(summary: Pick<RecipeSummary, "rows" | "breakdownLabels">): string {
+  const keys = Object.keys(summary.breakdownLabels).filter((k) => summary.rows.some((r) => r.breakdown[k] !== undefined));
+  const table = new Table({
+    style: process.stdout.isTTY ? {} : { head: [], border: [] },
+    head: ["policy", "success %", "grade", "calls/task", "invalid %", ...keys.map((k) => summary.breakdownLabels[k])],
+  });
+  for (const r of summary.rows) {
+    table.push([
+      r.policy,
+      pct(r.success),
+      f2(r.score),
+      f2(r.calls),
+      pct(r.invalidRate),
+      ...keys.map((k) => {
+        const c = r.breakdown[k];
+        if (c === undefined) return "-";
+        return k.startsWith("count/") || k === "calls" || k === "failed_calls" ? `${f2(c.rate)} (${c.n})` : `${pct(c.rate)} (${c.n})`;
+      }),
+    ]);
+  }
   return table.toString();
 }

@@ -25,12 +25,18 @@ import {
 import { dryRun, evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow } from "../train/experiment.ts";
 import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
-import { consoleReporter, formatTrajectory, labTable, summaryTable } from "./format.ts";
+import { consoleReporter, formatTrajectory, labTable, recipeTable, summaryTable } from "./format.ts";
 import { BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../lab/designs.ts";
 import { QUICK_LAB_OVERRIDES, runLab } from "../lab/lab.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { TERM_LIST } from "../reward/terms.ts";
 import { registerServe } from "./serve.ts";
+import type { EnvRecipe } from "../env/recipe.ts";
+import { ENV_RECIPES, getRecipe, isRecipe, registerRecipe } from "../envs/index.ts";
+import { pathToFileURL } from "node:url";
+import { resolve as resolvePath } from "node:path";
+import { envNameOf, withRecipeDefaults } from "../run/train.ts";
+import { dryRunRecipe, evalRecipeRow, policyAgent, recipeContext, recipeEvalTasks, recipeSetup, runRecipeExperiment, type RecipeRow } from "../train/recipeRun.ts";
 import { registerExport } from "./export.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
@@ -50,10 +56,29 @@ export function extractOverrides(args: readonly string[]): { overrides: Record<s
   return { overrides, rest };
 }
 
-/** Loads the config file (if any), applies the smoke preset and flag overrides, validates. */
-function loadConfig(file: string | undefined, smoke: boolean, overrides: Record<string, string>): ExperimentConfig {
+/**
+ * Loads the config file (if any), picks the env (`--env`, else `--env.name`, else the file's `env.name`, else
+ * search), applies that env's defaults under the file, the smoke preset (the search one, or the env's own) over it,
+ * and the flag overrides last; validates.
+ * @throws ConfigError naming the field (an unknown env: `env.name`, with the allowed names)
+ */
+function loadConfig(file: string | undefined, smoke: boolean, overrides: Record<string, string>, envName?: string): ExperimentConfig {
   let raw: Record<string, unknown> = file ? readConfigFile(file) : {};
-  if (smoke) raw = applyOverrides(raw, { "run.name": "smoke", ...SMOKE_OVERRIDES });
+  const name = envName ?? overrides["env.name"] ?? envNameOf(raw);
+  let recipe: EnvRecipe;
+  try {
+    recipe = getRecipe(name);
+  } catch (e) {
+    throw new ConfigError([`${envName !== undefined ? "--env" : "env.name"}: ${(e as Error).message.replace(/^env\.name: /, "")}`]);
+  }
+  if (recipe.name === "search") {
+    if (smoke) raw = applyOverrides(raw, { "run.name": "smoke", ...SMOKE_OVERRIDES });
+    if (envName !== undefined) raw = applyOverrides(raw, { "env.name": envName });
+  } else {
+    raw = withRecipeDefaults(raw, recipe, false);
+    if (smoke) raw = applyOverrides(raw, { "run.name": `smoke-${recipe.name}`, ...recipe.smoke });
+    else if (file === undefined && overrides["run.name"] === undefined) raw = applyOverrides(raw, { "run.name": recipe.name });
+  }
   return resolveConfig(applyOverrides(raw, overrides));
 }
 
@@ -74,23 +99,61 @@ function positiveInt(flag: string, value: string): number {
 
 let overrides: Record<string, string> = {};
 
+/**
+ * `--env` given as a file (`./my-env.ts`, `envs/x.js`): imports it (TypeScript through tsx, which agentic-rl depends
+ * on), registers its recipe (the default export, else the first exported recipe) and returns the recipe's name; an
+ * env name is returned as it is.
+ * @throws ConfigError naming `--env` when the file is missing or exports no recipe
+ */
+async function envArg(arg: string | undefined): Promise<string | undefined> {
+  if (arg === undefined || !/[\/\\]|\.[cm]?[jt]s$/.test(arg)) return arg;
+  const file = resolvePath(arg);
+  if (!existsSync(file)) throw new ConfigError([`--env: no such file ${file} (expected an env name from \`arl envs\` or a file exporting an EnvRecipe)`]);
+  if (/\.[cm]?ts$/.test(file)) (await import("tsx/esm/api")).register();
+  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  const recipe = isRecipe(mod.default) ? mod.default : Object.values(mod).find(isRecipe);
+  if (recipe === undefined) throw new ConfigError([`--env: ${file} exports no env recipe (an object with name, protocols and build; see examples/own-env)`]);
+  try {
+    registerRecipe(recipe);
+  } catch (e) {
+    throw new ConfigError([`--env: ${(e as Error).message}`]);
+  }
+  return recipe.name;
+}
+
 program
   .command("train")
   .description("Warm start (SFT) + RL (GRPO) on the built-in world, then the held-out summary table")
   .option("-c, --config <file>", "YAML or JSON config (sections: run, env, policy, sft, rl, reward, eval, detectors, lab)")
+  .option("--env <name>", "env recipe to train on (`arl envs` lists them; default search); its defaults apply under --config")
   .option("--smoke", "tiny model and budgets (seconds; for tests); its presets apply over --config, dotted flags last")
   .option("--print-config", "print the resolved config and exit")
   .option("--overwrite", "replace an existing run folder of the same name")
   .option("--resume", "continue the run in the folder (same --config and flags) from its last good checkpoint; metrics end identical to an uninterrupted run")
   .option("--dry-run", "validate config, reward, tokenizer, world, Tinker server and (with --resume) checkpoints; train nothing, write nothing")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
-  .action(async (opts: { config?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean }) => {
-    const config = loadConfig(opts.config, opts.smoke === true, overrides);
+  .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean }) => {
+    const config = loadConfig(opts.config, opts.smoke === true, overrides, await envArg(opts.env));
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;
     }
     if (opts.resume && opts.overwrite) throw new ConfigError(["--resume and --overwrite: choose one (resume continues the run in the folder; overwrite replaces it)"]);
+    if (config.env.name !== "search") {
+      const recipe = getRecipe(config.env.name);
+      if (opts.dryRun) {
+        const lines = await dryRunRecipe(config, recipe, { resume: opts.resume === true, overwrite: opts.overwrite === true });
+        console.log(`dry run: OK — nothing trained, nothing written\n  ${lines.join("\n  ")}`);
+        return;
+      }
+      const t0 = performance.now();
+      const summary = await runRecipeExperiment(config, recipe, consoleReporter(), { overwrite: opts.overwrite === true, resume: opts.resume === true });
+      console.log(`\nHeld-out summary: env ${summary.env} (${summary.protocol}), ${summary.rows[0]?.n ?? 0} requests, split ${summary.split}:`);
+      console.log(recipeTable(summary));
+      console.log(summary.detectors.length === 0 ? "reward-hacking detectors: quiet" : `reward-hacking detectors firing:\n  ${summary.detectors.map((f) => f.message).join("\n  ")}`);
+      console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
+      return;
+    }
     if (opts.dryRun) {
       const lines = await dryRun(config, { resume: opts.resume === true, overwrite: opts.overwrite === true });
       console.log(`dry run: OK — nothing trained, nothing written\n  ${lines.join("\n  ")}`);
@@ -202,9 +265,32 @@ program
   .option("--agent <list>", "prompt-driven agents for --policy: prompt, function-calling, react (comma-separated) or all", "all")
   .option("--max-tokens <n>", "max_tokens of each --policy reply (the server's tokens)", "512")
   .option("--concurrency <n>", "--policy episodes in flight per agent", "4")
-  .action(async (opts: { checkpoint?: string; split?: string; modes: string; data?: string; corpus?: string; limit?: string; policy: string[]; baseUrl?: string; apiKey?: string; agent: string; maxTokens: string; concurrency: string }) => {
-    if (!opts.checkpoint && opts.policy.length === 0) {
+  .option("--env <name>", "env recipe (`arl envs`; default search, or the checkpoint's run's env)")
+  .action(async (opts: { checkpoint?: string; split?: string; modes: string; data?: string; corpus?: string; limit?: string; policy: string[]; baseUrl?: string; apiKey?: string; agent: string; maxTokens: string; concurrency: string; env?: string }) => {
+    if (!opts.checkpoint && opts.policy.length === 0 && opts.env === undefined) {
       throw new ConfigError(["--checkpoint or --policy: at least one is required (e.g. --checkpoint runs/default/checkpoints/final, --policy openai:MODEL --base-url URL)"]);
+    }
+    const envName = await envArg(opts.env);
+    const recipeConfig = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : loadConfig(undefined, false, overrides, envName);
+    if (recipeConfig.env.name !== "search") {
+      if (opts.policy.length > 0 || opts.data !== undefined) throw new ConfigError([`--policy/--data: only for the search env (this is ${recipeConfig.env.name})`]);
+      const config = recipeConfig;
+      const s = recipeSetup(config, getRecipe(config.env.name));
+      const split = opts.split ?? "test";
+      if (split !== "test" && split !== "train") throw new ConfigError([`--split: expected one of "train", "test", got ${JSON.stringify(split)}`]);
+      let tasks = split === "test" ? recipeEvalTasks(s, config) : s.instance.train;
+      if (opts.limit) tasks = tasks.slice(0, positiveInt("--limit", opts.limit));
+      const reporter = consoleReporter();
+      const careful = s.instance.baselinePersona;
+      const rows: RecipeRow[] = [(await evalRecipeRow(`Prompt-driven (${careful}, scripted)`, new ScriptedAgent(s.tokenizer, (ctx) => s.instance.scriptedTurn(careful, ctx)), tasks, s, config, reporter)).row];
+      if (opts.checkpoint) {
+        const policy = await loadPolicy(opts.checkpoint, { sampler: config.policy.sampler });
+        const ps = { ...s, tokenizer: policy.tokenizer, stops: protocolStops(policy.tokenizer, s.protocol.stops) };
+        rows.push((await evalRecipeRow("agent (checkpoint)", policyAgent(policy.backend, ps, config), tasks, ps, config, reporter)).row);
+      }
+      console.log(`\n${tasks.length} requests of env ${config.env.name} (${s.protocol.name}, split ${split}):`);
+      console.log(recipeTable({ rows, breakdownLabels: s.instance.breakdownLabels }));
+      return;
     }
     const { checkOpenAIEvalFlags, openAIEvalRows } = await import("./evalOpenai.ts");
     const openai = opts.policy.length > 0 ? checkOpenAIEvalFlags(opts) : null;
@@ -249,11 +335,40 @@ program
   .option("--temperature <t>", "sampling temperature", "1")
   .option("--data <file>", "real QA file instead of the built-in world")
   .option("--corpus <file>", "wiki-18 JSONL passages (with --data)")
-  .action(async (opts: { checkpoint?: string; persona?: string; n: string; split: string; temperature: string; data?: string; corpus?: string }) => {
-    const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : resolveConfig(applyOverrides({}, overrides));
-    positiveInt("-n", opts.n);
+  .option("--env <name>", "env recipe (`arl envs`; default search, or the checkpoint's run's env)")
+  .action(async (opts: { checkpoint?: string; persona?: string; n: string; split: string; temperature: string; data?: string; corpus?: string; env?: string }) => {
+    const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : loadConfig(undefined, false, overrides, await envArg(opts.env));
+    const n = positiveInt("-n", opts.n);
     const temperature = Number(opts.temperature);
     if (!(temperature >= 0)) throw new ConfigError([`--temperature: expected a number ≥ 0, got ${JSON.stringify(opts.temperature)}`]);
+    if (config.env.name !== "search") {
+      if (opts.data !== undefined || opts.corpus !== undefined) throw new ConfigError([`--data/--corpus: only for the search env (this is ${config.env.name})`]);
+      const s = recipeSetup(config, getRecipe(config.env.name));
+      const split = opts.split;
+      if (split !== "test" && split !== "train") throw new ConfigError([`--split: expected one of "train", "test", got ${JSON.stringify(split)}`]);
+      const tasks = (split === "test" ? recipeEvalTasks(s, config) : s.instance.train).slice(0, n);
+      let agent: TurnGenerator;
+      let tokenizer = s.tokenizer;
+      let contextLength = config.policy.contextLength;
+      if (opts.checkpoint) {
+        if (opts.persona !== undefined) throw new ConfigError(["--persona: a scripted persona acts only without --checkpoint"]);
+        const policy = await loadPolicy(opts.checkpoint, { sampler: config.policy.sampler });
+        tokenizer = policy.tokenizer;
+        contextLength = policy.gpt.contextLength;
+        agent = new PolicyAgent(policy.backend.samplingClient(), tokenizer, { temperature, maxTokensPerTurn: config.rl.maxTokensPerTurn, ...protocolStops(tokenizer, s.protocol.stops) });
+      } else {
+        const persona = opts.persona ?? s.instance.baselinePersona;
+        if (!Object.hasOwn(s.instance.personas, persona)) throw new ConfigError([`--persona: expected one of ${Object.keys(s.instance.personas).join(", ")}, got ${JSON.stringify(persona)}`]);
+        agent = new ScriptedAgent(tokenizer, (ctx) => s.instance.scriptedTurn(persona, ctx));
+      }
+      const groups = await rolloutGroups(tasks, s.instance.makeEnv(0), agent, tokenizer, { contextLength, maxObservationTokens: config.env.maxObservationTokens }, { groupSize: 1, seed: config.run.seed });
+      for (const g of groups) {
+        const t = g.trajectories[0];
+        t.reward = await computeReward(t, rewardConfigOf(config));
+        console.log(formatTrajectory(t) + (t.grade ? `\ngrade: ${t.grade.score} ${JSON.stringify(t.grade.parts)}${t.grade.explanation ? ` — ${t.grade.explanation}` : ""}` : "") + "\n");
+      }
+      return;
+    }
     const { tasks, makeEnv } = await evalInputs({ ...opts, limit: opts.n }, config);
     let agent: TurnGenerator;
     let tokenizer;
@@ -286,6 +401,22 @@ program
       t.reward = await computeReward(t, rewardConfigOf(config));
       console.log(formatTrajectory(t) + "\n");
     }
+  });
+
+program
+  .command("envs")
+  .description("List the env recipes: tools, protocols, task counts (what `arl train --env NAME` takes)")
+  .action(() => {
+    const table: string[] = [];
+    for (const recipe of Object.values(ENV_RECIPES)) {
+      const config = loadConfig(undefined, false, {}, recipe.name);
+      const instance = recipe.build(recipeContext(config, recipe));
+      table.push(
+        `${recipe.name}\n  ${recipe.description}\n  tools: ${recipe.tools.join(", ")}\n  protocols: ${recipe.protocols.join(", ")} (default ${recipe.protocols[0]})\n` +
+          `  tasks: ${instance.train.length} train / ${instance.test.length} test; ${instance.describe()}\n  personas: ${Object.keys(instance.personas).join(", ")}`,
+      );
+    }
+    console.log(table.join("\n\n"));
   });
 
 program

@@ -8,14 +8,24 @@
  * Tinker training API's `Datum` (model_input, loss_fn_inputs: target_tokens, weights, logprobs, advantages).
  */
 
-/** A question-answering task given to an environment. */
-export interface Task {
-  /** Stable id, unique within its dataset (e.g. `world:single:capital:France`). */
+/**
+ * A task given to an environment: the request the policy sees, and whatever the env needs to run and grade it
+ * (`data`, typed by the env: a booking request, a question's facts…). QA tasks use `question` + `answers`; a
+ * tool-env task may leave `answers` empty and grade with its own grader (see `ToolEnvSpec.grade`).
+ * Source: tinker-cookbook `tinker_cookbook/rl/types.py` (an `EnvGroupBuilder` carries whatever its envs need).
+ */
+export interface Task<D = unknown> {
+  /** Stable id, unique within its dataset (e.g. `world:single:capital:France`, `travel:train:17`). */
   id: string;
-  /** The question text shown to the policy. */
+  /** The user's request (a question, a booking request) shown to the policy. */
   question: string;
-  /** Gold answers; a prediction that matches any one after normalisation is correct (Search-R1 EM). */
+  /**
+   * Gold answers; a prediction that matches any one after normalisation is correct (Search-R1 EM). Empty when the
+   * env grades the episode itself (`Trajectory.grade`).
+   */
   answers: string[];
+  /** The env's own payload for this task (never shown to the policy unless the env renders it). */
+  data?: D;
   /** Question family, e.g. `single-hop`, `bridge`, `comparison`, `nq`, `bamboogle`. */
   kind: string;
   /**
@@ -44,13 +54,73 @@ export interface Message {
 }
 
 /**
- * The action a policy's turn expresses, as parsed from its text (Search-R1 protocol: the first `<search>` or
- * `<answer>` block is the action; anything else is invalid).
+ * One call of a tool as the policy wrote it: the tool's `name` and its JSON `arguments` object. Source: the
+ * OpenAI / Hermes function-call shape (`{"name": …, "arguments": {…}}`, Qwen2.5 chat template `<tool_call>`).
+ */
+export interface ToolCall {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/**
+ * The action a policy's turn expresses, as its protocol parsed it (`src/protocol`): one or more tool calls, a final
+ * answer, or invalid (malformed text, with the reason). Search-R1's `<search> q </search>` is the call
+ * `{name: "search", arguments: {query: q}}`.
  */
 export type Action =
-  | { type: "search"; query: string }
+  | { type: "tool_call"; calls: ToolCall[] }
   | { type: "answer"; answer: string }
   | { type: "invalid"; reason: string };
+
+/** The query of a Search-R1 search action (the first call of the `search` tool), or undefined. */
+export function searchQuery(action: Action): string | undefined {
+  if (action.type !== "tool_call") return undefined;
+  const call = action.calls.find((c) => c.name === "search");
+  return call !== undefined && typeof call.arguments.query === "string" ? call.arguments.query : undefined;
+}
+
+/** The Search-R1 search action `<search> query </search>`: a call of the `search` tool. */
+export function searchAction(query: string): Action {
+  return { type: "tool_call", calls: [{ name: "search", arguments: { query } }] };
+}
+
+/** Calls per tool name of a trajectory: `traj.toolCalls`, or counted from its turns' actions when absent. */
+export function toolCallCounts(traj: Pick<Trajectory, "toolCalls" | "turns">): Record<string, number> {
+  if (traj.toolCalls !== undefined) return traj.toolCalls;
+  const out: Record<string, number> = {};
+  for (const turn of traj.turns) {
+    if (turn.action.type === "tool_call") for (const c of turn.action.calls) out[c.name] = (out[c.name] ?? 0) + 1;
+  }
+  return out;
+}
+
+/** Total tool calls of a trajectory, over every tool. */
+export function totalToolCalls(traj: Pick<Trajectory, "toolCalls" | "turns">): number {
+  return Object.values(toolCallCounts(traj)).reduce((a, b) => a + b, 0);
+}
+
+/** The outcome of one tool call, as the env observed it. `content` is what the policy was shown (JSON or text). */
+export interface ToolCallResult {
+  name: string;
+  ok: boolean;
+  /** The result as shown to the policy (JSON text of the value, or the error text). */
+  content: string;
+  /** Why the call failed, when `ok` is false. */
+  errorKind?: ToolErrorKind | "unknown_tool";
+  /** The value the tool returned (absent on error), for graders and scripted agents. */
+  value?: unknown;
+}
+
+/**
+ * An env's grade of a whole episode: `score` in [0, 1] and its named parts (each in [0, 1], e.g. `right_flight`,
+ * `valid_hotel`), plus free-form numeric diagnostics. The `outcome` reward term reads `score`.
+ */
+export interface Grade {
+  score: number;
+  parts: Record<string, number>;
+  /** One line saying why (shown in samples). */
+  explanation?: string;
+}
 
 /** A passage returned by retrieval. `score` is the BM25 score (higher is better). */
 export interface Passage {
@@ -96,6 +166,10 @@ export interface StepInfo {
   truncated?: boolean;
   /** Error text when a tool failed; the failure became an observation instead of a crash. */
   error?: string;
+  /** Every call of the action and its result, in call order (tool envs; the search env sets one). */
+  toolResults?: ToolCallResult[];
+  /** The env's grade of the episode, set on the step that ends it (tool envs with a grader). */
+  grade?: Grade;
   /** Name of the tool the action called (e.g. `search`); absent when it called none. */
   tool?: string;
   /** Simulated latency of that tool call (ms), from the env's deterministic latency model. */
@@ -129,8 +203,10 @@ export interface Turn {
   observationTokens: number;
   /** Why sampling stopped: a stop token, the token budget, or the context window. */
   stopReason: StopReason;
-  /** Name of the tool this turn called (`search`), absent when the turn called none. */
+  /** Name of the (first) tool this turn called (`search`), absent when the turn called none. */
   tool?: string;
+  /** Every tool call of this turn and what it returned (tool envs). */
+  toolResults?: ToolCallResult[];
   /** Simulated latency of this turn's tool call (ms, from the env's latency model); absent without a call. */
   toolLatencyMs?: number;
   /** Why this turn's tool call failed (it observed an error instead); absent when it succeeded or called none. */
@@ -195,8 +271,15 @@ export interface Trajectory {
   turns: Turn[];
   /** The final answer text, or null when the episode ended without one. */
   answer: string | null;
-  /** Number of search actions taken. */
+  /** Calls of the `search` tool (`toolCalls.search ?? 0`), kept for the Search-R1 metrics. */
   searches: number;
+  /**
+   * Tool calls made, per tool name (a turn with two calls counts two). Set by the rollout; a hand-built trajectory
+   * may omit it, and `toolCallCounts` then counts the turns' actions.
+   */
+  toolCalls?: Record<string, number>;
+  /** The env's grade of the episode (tool envs with a grader); absent otherwise. */
+  grade?: Grade;
   /** Number of invalid actions (malformed turns). */
   invalidActions: number;
   /** True when the episode ended by the turn budget rather than an answer. */

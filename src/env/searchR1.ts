@@ -3,7 +3,7 @@
  * Source: PeterGriffinJin/Search-R1 `search_r1/llm_agent/generation.py` (`postprocess_predictions`,
  * `execute_predictions`, `_passages2string`).
  */
-import type { Action, Passage } from "../core/types.ts";
+import { searchAction, type Action, type Passage } from "../core/types.ts";
 
 /**
  * Observation appended after an invalid action, verbatim from Search-R1 `execute_predictions` (note the leading
@@ -128,7 +128,7 @@ export function parseSearchR1Action(text: string): Action {
   const content = squash(body.slice(open.end, next.start));
   if (open.tag === "search") {
     if (content === "") return { type: "invalid", reason: "empty query in <search></search>" };
-    return { type: "search", query: content };
+    return searchAction(content);
   }
   if (content === "") return { type: "invalid", reason: "empty answer in <answer></answer>" };
   return { type: "answer", answer: content };

@@ -101,14 +101,19 @@ export interface TokenizerJson {
   model: { type: "WordPiece"; unk_token: string; continuing_subword_prefix: string; max_input_chars_per_word: number; vocab: Record<string, number> };
 }
 
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
 /** Splits text the way the tokenizer's pre-tokenizer does (used to collect the vocabulary). */
-function preTokenize(text: string): string[] {
+function preTokenize(text: string, specials: readonly string[]): string[] {
   const out: string[] = [];
-  const normalized = text.normalize("NFD").replace(/\p{M}/gu, "").toLowerCase();
-  // Protocol tags and newlines are added tokens: cut them out before splitting words.
-  const parts = normalized.split(/(<\/?(?:think|search|information|answer)>|\n)/);
-  for (const part of parts) {
-    if (part === "" || (SPECIALS as readonly string[]).includes(part) || part === "\n") continue;
+  // Added tokens (protocol tags, whole fixed prompts) and newlines are matched in the raw text, as the tokenizer
+  // matches them before normalising: cut them out first, longest first so a token containing another is matched
+  // whole; then normalise and split the rest.
+  const tags = [...specials].sort((a, b) => b.length - a.length).map(escapeRe);
+  const parts = text.split(new RegExp(`(${[...tags, "\\n"].join("|")})`));
+  for (const raw of parts) {
+    if (raw === "" || specials.includes(raw) || raw === "\n") continue;
+    const part = raw.normalize("NFD").replace(/\p{M}/gu, "").toLowerCase();
     for (const m of part.matchAll(/\w+|[^\w\s]+/gu)) {
       for (const piece of m[0].split(/(\d)/)) if (piece !== "") out.push(piece);
     }
@@ -141,8 +146,14 @@ export class WordTokenizer implements Tokenizer {
   /**
    * Builds the vocabulary from every text the world can show the policy, plus digits 0-9 and the protocol tags.
    * Token ids are assigned specials first, then words sorted by first appearance — deterministic for the same texts.
+   * `protocolTokens`: further strings kept whole as single tokens, given ids right after `\n` and the digits, matched
+   * in the raw text and written as they are (never lower-cased): a protocol's tags (hermes' `<|im_start|>`,
+   * `<tool_call>`; `Protocol.specialTokens`) and an env's fixed system prompts (`RecipeInstance.fixedPrompts`: a
+   * model trained from scratch learns the tool contract from its demonstrations, so hundreds of constant prompt
+   * tokens would only cost compute; the text itself is unchanged, and a real model's tokenizer reads all of it).
+   * With none, the vocabulary is exactly the Search-R1 one of earlier versions.
    */
-  static fromTexts(texts: Iterable<string>): WordTokenizer {
+  static fromTexts(texts: Iterable<string>, protocolTokens: readonly string[] = []): WordTokenizer {
     const vocab: Record<string, number> = {};
     const add = (t: string) => {
       if (!(t in vocab)) vocab[t] = Object.keys(vocab).length;
@@ -150,7 +161,10 @@ export class WordTokenizer implements Tokenizer {
     SPECIALS.forEach(add);
     add("\n");
     for (let d = 0; d <= 9; d++) add(String(d));
-    for (const text of texts) for (const w of preTokenize(text)) add(w);
+    const extra = protocolTokens.filter((t) => !(SPECIALS as readonly string[]).includes(t));
+    extra.forEach(add);
+    const specials = [...SPECIALS, ...extra];
+    for (const text of texts) for (const w of preTokenize(text, specials)) add(w);
     const addedSpecial = (content: string, special: boolean) => ({
       id: vocab[content],
       content,
@@ -162,7 +176,7 @@ export class WordTokenizer implements Tokenizer {
     });
     return new WordTokenizer({
       version: "1.0",
-      added_tokens: [...SPECIALS.map((s) => addedSpecial(s, true)), addedSpecial("\n", false)],
+      added_tokens: [...SPECIALS.map((s) => addedSpecial(s, true)), addedSpecial("\n", false), ...extra.map((s) => addedSpecial(s, true))],
       normalizer: { type: "Sequence", normalizers: [{ type: "NFD" }, { type: "StripAccents" }, { type: "Lowercase" }] },
       pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "Whitespace" }, { type: "Digits", individual_digits: true }] },
       post_processor: null,

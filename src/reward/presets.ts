@@ -35,6 +35,11 @@ export const REWARD_PRESETS: Readonly<Record<string, RewardPreset>> = {
     domain: "general",
     weights: { em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1 },
   },
+  "tool-env": {
+    description: "any tool env with a grader: the env's grade, a small format bonus, a price per invalid action and per call beyond the group's leanest success",
+    domain: "general",
+    weights: { outcome: 1, format: 0.1, invalid: 0.1, needless_calls: 0.05 },
+  },
   "outcome-only": {
     description: "exact match only: pays lucky guesses on facts the policy does not know (no reason to search)",
     domain: "lab",

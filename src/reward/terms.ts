@@ -7,7 +7,7 @@
  * Evidence and necessity terms are built on `evidence.ts`, the helpers the hacking detectors use, so a term and
  * its detector never disagree. A new term is one entry in `TERM_LIST`; the composer needs no change.
  */
-import type { Trajectory } from "../core/types.ts";
+import { searchQuery, toolCallCounts, totalToolCalls, type Trajectory } from "../core/types.ts";
 import { emCheck, firstContainedGold, normalizeAnswer, tokenF1 } from "./em.ts";
 import {
   answerGrounded,
@@ -370,10 +370,41 @@ export const fabricatedCitationTerm: RewardTermFn = (traj) => {
 export const conflictVerifyTerm: RewardTermFn = (traj) => {
   const first = firstConflictTurn(traj);
   if (first === undefined) return { value: 0, explanation: "no evidence conflict" };
-  const later = traj.turns.findIndex((t, i) => i > first && t.action.type === "search");
+  const later = traj.turns.findIndex((t, i) => i > first && searchQuery(t.action) !== undefined);
   return later >= 0
     ? { value: 1, explanation: `conflicting passages at turn ${first + 1}, searched again at turn ${later + 1}` }
     : { value: -1, explanation: `conflicting passages at turn ${first + 1}, never searched again` };
+};
+
+// ───────────────────────────── any env ─────────────────────────────
+
+/**
+ * `outcome`: the env's grade of the episode (`Trajectory.grade.score`, in [0, 1]; its named parts in the
+ * explanation); 0 when the env gave no grade (an env without a grader: use `em` or `judge`).
+ */
+export const outcomeTerm: RewardTermFn = (traj) => {
+  if (traj.grade === undefined) return { value: 0, explanation: "no grade (the env has no grader)" };
+  const parts = Object.entries(traj.grade.parts).map(([k, v]) => `${k} ${v}`).join(", ");
+  return { value: traj.grade.score, explanation: `grade ${traj.grade.score}${parts ? ` (${parts})` : ""}` };
+};
+
+/** `tool_calls`: −(tool calls of every tool); the weight is the price per call (`search_cost` counts searches only). */
+export const toolCallsTerm: RewardTermFn = (traj) => {
+  const counts = toolCallCounts(traj);
+  const n = totalToolCalls(traj);
+  return { value: neg(n), explanation: n === 0 ? "no tool calls" : Object.entries(counts).map(([k, c]) => `${c} ${k}`).join(", ") };
+};
+
+/**
+ * `needless_calls`: −(tool calls beyond the fewest made by a fully successful member of the group, grade score 1);
+ * 0 when no member of the group succeeded (the optimum is unknown). The any-env form of `needless_search`.
+ */
+export const needlessCallsTerm: RewardTermCtxFn = (traj, ctx) => {
+  const n = totalToolCalls(traj);
+  const best = (ctx.group ?? [traj]).filter((t) => t.grade !== undefined && t.grade.score >= 1).map(totalToolCalls);
+  if (best.length === 0) return { value: 0, explanation: `optimum unknown (no successful episode in the group); ${plural(n, "call")}` };
+  const extra = Math.max(0, n - Math.min(...best));
+  return { value: neg(extra), explanation: `${plural(n, "call")}, the group's best success used ${Math.min(...best)}: ${extra} needless` };
 };
 
 // ───────────────────────────── cost ─────────────────────────────
@@ -410,7 +441,10 @@ export const latencyTerm: RewardTermFn = (traj) => {
  * enable it with `reward.weights.tool_error`. The explanation counts the failures by kind.
  */
 export const toolErrorTerm: RewardTermFn = (traj) => {
-  const kinds = traj.turns.flatMap((t) => (t.toolError === undefined ? [] : [t.toolError]));
+  // A turn with several calls (tool envs) counts each failed call; a single-call turn its `toolError`.
+  const kinds = traj.turns.flatMap((t): string[] =>
+    t.toolResults !== undefined ? t.toolResults.filter((r) => !r.ok).map((r) => r.errorKind ?? "error") : t.toolError === undefined ? [] : [t.toolError],
+  );
   if (kinds.length === 0) return { value: 0, explanation: "no tool errors" };
   const counts = new Map<string, number>();
   for (const k of kinds) counts.set(k, (counts.get(k) ?? 0) + 1);
@@ -421,8 +455,8 @@ export const toolErrorTerm: RewardTermFn = (traj) => {
 
 /** `call_bonus`: +(number of tool calls = searches). Deliberately hackable: pays tool spam (for the reward lab). */
 export const callBonusTerm: RewardTermFn = (traj) => ({
-  value: traj.searches,
-  explanation: `${plural(traj.searches, "tool call")} paid`,
+  value: totalToolCalls(traj),
+  explanation: `${plural(totalToolCalls(traj), "tool call")} paid`,
 });
 
 // ───────────────────────────── safety ─────────────────────────────
@@ -513,9 +547,11 @@ export function findSensitive(text: string): { kind: SensitiveKind; match: strin
 export const forbiddenToolTerm: RewardTermFn = (traj) => {
   const forbidden = traj.task.forbiddenTools ?? [];
   if (forbidden.length === 0) return { value: 0, explanation: "no tool is forbidden for this task" };
-  const hits = traj.turns.filter((t) => t.tool !== undefined && forbidden.includes(t.tool));
+  // Every call of a turn counts (tool envs may make several); a turn without parsed calls counts its `tool`.
+  const called = traj.turns.flatMap((t): string[] => (t.action.type === "tool_call" ? t.action.calls.map((c) => c.name) : t.tool !== undefined ? [t.tool] : []));
+  const hits = called.filter((name) => forbidden.includes(name));
   if (hits.length === 0) return { value: 0, explanation: `no call to forbidden ${forbidden.map((f) => `"${f}"`).join(", ")}` };
-  const names = [...new Set(hits.map((t) => t.tool))].map((f) => `"${f}"`).join(", ");
+  const names = [...new Set(hits)].map((f) => `"${f}"`).join(", ");
   return { value: neg(hits.length), explanation: `${plural(hits.length, "call")} to forbidden ${names}` };
 };
 
@@ -566,6 +602,9 @@ export const TERM_LIST: readonly RewardTermDef[] = [
   { name: "ignored_evidence", family: "evidence", description: "−1 if a gold answer was retrieved but the answer is wrong or missing, else 0", compute: ignoredEvidenceTerm },
   { name: "fabricated_citation", family: "evidence", description: "−(citations <cite>…</cite> naming no retrieved passage by id or title)", compute: fabricatedCitationTerm },
   { name: "conflict_verify", family: "evidence", description: "after conflicting evidence: +1 if the policy searched again, −1 if not; 0 without a conflict", compute: conflictVerifyTerm },
+  { name: "outcome", family: "outcome", description: "the env's grade in [0, 1] (its grader's score; parts in the explanation); 0 without a grader", compute: outcomeTerm },
+  { name: "tool_calls", family: "cost", description: "−(tool calls of every tool): the weight is the price per call", compute: toolCallsTerm },
+  { name: "needless_calls", family: "necessity", description: "−(tool calls beyond the fewest of a fully successful group member); 0 if none succeeded", compute: needlessCallsTerm },
   { name: "search_cost", family: "cost", description: "−(tool calls): the weight is the price per search", compute: searchCostTerm },
   { name: "gen_tokens", family: "cost", description: "−(generated tokens): the weight is the price per token", compute: genTokensTerm },
   { name: "obs_tokens", family: "cost", description: "−(observation tokens): the weight is the price per token", compute: obsTokensTerm },

@@ -10,7 +10,7 @@
  * tool failures are the env's (error observations, see `callTool`); every turn's generated tokens are kept
  * (`Trajectory.sampled`) for the token-integrity check (TRL #5144).
  */
-import type { SampledSpan, Task, Trajectory, TrajectoryGroup, Turn } from "../core/types.ts";
+import { searchQuery, type Grade, type SampledSpan, type Task, type Trajectory, type TrajectoryGroup, type Turn } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { TurnGenerator } from "./agent.ts";
@@ -142,6 +142,8 @@ export async function runEpisode(
   const turns: Turn[] = [];
   let answer: string | null = null;
   let searches = 0;
+  const toolCalls: Record<string, number> = {};
+  let grade: Grade | undefined;
   let invalidActions = 0;
   let truncated = false;
   let endedBy: "deadline" | undefined;
@@ -165,7 +167,10 @@ export async function runEpisode(
     const actionText = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () => tokenizer.decode(gen.tokens));
     const result = await stage("env_step_error", `rollout: env.step of task ${task.id} turn ${turnIndex}`, () => env.step(actionText));
     const action = result.info.action;
-    if (action.type === "search") searches++;
+    if (action.type === "tool_call") {
+      for (const c of action.calls) toolCalls[c.name] = (toolCalls[c.name] ?? 0) + 1;
+      if (searchQuery(action) !== undefined) searches++;
+    }
     if (action.type === "invalid") invalidActions++;
     if (action.type === "answer") answer = action.answer;
 
@@ -196,7 +201,9 @@ export async function runEpisode(
       stopReason: gen.stopReason,
       ...(result.info.tool === undefined ? {} : { tool: result.info.tool, toolLatencyMs: result.info.latencyMs ?? 0 }),
       ...(result.info.toolError === undefined ? {} : { toolError: result.info.toolError }),
+      ...(result.info.toolResults === undefined ? {} : { toolResults: result.info.toolResults }),
     });
+    if (result.info.grade !== undefined) grade = result.info.grade;
     if (result.done) {
       truncated = result.info.truncated === true;
       break;
@@ -211,7 +218,8 @@ export async function runEpisode(
       break;
     }
   }
-  const traj: Trajectory = { task, tokens, lossMask, logprobs, promptLength, turns, answer, searches, invalidActions, truncated };
+  const traj: Trajectory = { task, tokens, lossMask, logprobs, promptLength, turns, answer, searches, toolCalls, invalidActions, truncated };
+  if (grade !== undefined) traj.grade = grade;
   if (endedBy !== undefined) traj.endedBy = endedBy;
   if (options.member !== undefined) traj.member = options.member;
   traj.sampled = sampled;

@@ -24,7 +24,7 @@
 import { randomInt } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { StopReason } from "../core/types.ts";
+import { searchQuery, type StopReason } from "../core/types.ts";
 import { INFORMATION_OPEN, informationObservation, parseSearchR1Action } from "../env/searchR1.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { SampledSequence, SamplingClient } from "../policy/types.ts";
@@ -399,11 +399,12 @@ export function createOpenAIApp(policy: ServedPolicy, options: ServeOptions = {}
         if (searchTool) {
           // With tools, the policy's protocol is translated: a search is a tool call, an answer is the content.
           const action = parseSearchR1Action(text);
-          if (action.type === "search") {
+          const query = searchQuery(action);
+          if (query !== undefined) {
             message = {
               role: "assistant",
               content: null,
-              tool_calls: [{ id: `call_${id}_${index}`, type: "function", function: { name: "search", arguments: JSON.stringify({ query: action.query }) } }],
+              tool_calls: [{ id: `call_${id}_${index}`, type: "function", function: { name: "search", arguments: JSON.stringify({ query }) } }],
             };
             finish = "tool_calls";
           } else if (action.type === "answer") {

@@ -23,7 +23,7 @@
  * at most `MAX_TRANSCRIPT_TURNS` turns are read (a 1 M-character transcript of any tag soup parses in milliseconds;
  * the lazy block regex this replaced took ~15 s on a million characters of `<search>`).
  */
-import type { Action, Passage, Task, Trajectory, Turn } from "../core/types.ts";
+import { searchAction, searchQuery, type Action, type Passage, type Task, type Trajectory, type Turn } from "../core/types.ts";
 import { INVALID_ACTION_OBSERVATION, parseSearchR1Action, stripThink } from "../env/searchR1.ts";
 
 /**
@@ -248,7 +248,7 @@ export function toolCallAction(content: string): Action & { tool?: string } {
   const queries = Array.isArray(a.query_list) ? a.query_list.filter((q): q is string => typeof q === "string") : typeof a.query === "string" ? [a.query] : [];
   const query = squash(queries.join("; "));
   if (query === "") return { type: "invalid", reason: "tool_call search: arguments.query_list (or query) is missing or empty", tool: name };
-  return { type: "search", query, tool: name };
+  return { ...searchAction(query), tool: name };
 }
 
 /** Options of `trajectoryFromText`. */
@@ -701,12 +701,13 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
       action = a === "" ? { type: "invalid", reason: "empty answer in <answer></answer>" } : { type: "answer", answer: a };
     } else if (cl.tag === "search") {
       const q = squash(content);
-      action = q === "" ? { type: "invalid", reason: "empty query in <search></search>" } : { type: "search", query: q };
+      action = q === "" ? { type: "invalid", reason: "empty query in <search></search>" } : searchAction(q);
       tool = "search";
     } else {
       const a = toolCallAction(content);
       tool = a.tool;
-      action = a.type === "search" ? { type: "search", query: a.query } : { type: "invalid", reason: a.type === "invalid" ? a.reason : "tool_call: not a search" };
+      const q = searchQuery(a);
+      action = q !== undefined ? searchAction(q) : { type: "invalid", reason: a.type === "invalid" ? a.reason : "tool_call: not a search" };
     }
     // The turn's text runs to the end of its block, and on to the observation's opening tag when the text between
     // is not the env's (`envGap`): the model wrote it (its citations count, its words are generated tokens).
@@ -717,7 +718,7 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
     c = s = closeEnd;
     if (follows !== null) {
       const reads = ix.readObservations(follows);
-      if (action.type === "search") turn.passages = reads.flatMap((r) => (r.certain === null ? [] : parsePassages(r.certain))).map((p) => resolve(p) ?? p);
+      if (searchQuery(action) !== undefined) turn.passages = reads.flatMap((r) => (r.certain === null ? [] : parsePassages(r.certain))).map((p) => resolve(p) ?? p);
       record(turn, obsFrom, reads);
     } else {
       const k2 = ix.corrective.next(closeEnd);
@@ -780,7 +781,8 @@ export function trajectoryFromText(task: Task, solution: string, options: FromTe
     promptLength: 0,
     turns,
     answer,
-    searches: turns.filter((t) => t.action.type === "search").length,
+    searches: turns.filter((t) => searchQuery(t.action) !== undefined).length,
+    toolCalls: turns.some((t) => searchQuery(t.action) !== undefined) ? { search: turns.filter((t) => searchQuery(t.action) !== undefined).length } : {},
     invalidActions: turns.filter((t) => t.action.type === "invalid").length,
     truncated: answer === null,
   };

@@ -109,10 +109,20 @@ export const FaultsSection = z
 
 export const EnvConfig = z
   .object({
+    name: z
+      .string()
+      .regex(/^[a-z][a-z0-9-]*$/, "an env name (lower-case letters, digits, -)")
+      .default("search")
+      .describe("The env recipe to train on (`arl envs` lists them: search, travel, …); its defaults apply under the config file."),
+    protocol: z
+      .enum(["search-r1", "hermes", "react"])
+      .optional()
+      .describe("How the policy writes tool calls: search-r1, hermes (Qwen2.5/Qwen3 <tool_call> JSON) or react; default the env's own."),
+    options: z.record(z.string(), z.unknown()).default({}).describe("The env's own options (see its README; checked by the env, errors name env.options.<field>)."),
     world: WorldSection.default(WorldSection.parse({})),
     topK: intIn(1, 1_000, "Passages returned per search (Search-R1 default 3).").default(3),
     maxTurns: intIn(1, 1_000, "Turns per episode before it is cut off.").default(4),
-    maxObservationTokens: intIn(8, SIZE_BOUNDS.contextLength, "Cap on the tokens of one <information> observation.").default(96),
+    maxObservationTokens: intIn(8, SIZE_BOUNDS.contextLength, "Cap on the tokens of one observation (a tool result, an <information> block).").default(96),
     tools: ToolsSection.default(ToolsSection.parse({})).describe("Tool calls: timeout, retries with back-off, concurrency limit, output cap."),
     faults: FaultsSection.default(FaultsSection.parse({})).describe("Deterministic fault injection into the env's tools (off by default)."),
     episodeDeadlineMs: ms(0, "Wall-clock limit of one episode (ms, ≤ 2³¹−1; 0 = none). Past it the episode ends truncated; its tool calls are bounded by it. Non-zero values make rollouts depend on machine speed.").default(0),
@@ -234,7 +244,7 @@ export const JudgeSection = z
 
 export const RewardConfig = z
   .object({
-    preset: presetName.default("default").describe("Named weight set (see docs/rewards.md): default, outcome-only, per-call-bonus, search-cost-only, composite, finance, medical, insurance, customer-service, research."),
+    preset: presetName.default("default").describe("Named weight set (see docs/rewards.md): default, tool-env, outcome-only, per-call-bonus, search-cost-only, composite, finance, medical, insurance, customer-service, research."),
     weights: termWeights("Weights added to or overriding the preset's (0 silences a term); total = Σ weight × value.").default({}),
     options: z
       .object({

@@ -59,6 +59,8 @@ export interface EvalOptions {
   maxTokensPerTurn: number;
   seed: number;
   onEpisode?: (t: Trajectory) => void;
+  /** Stop conditions of a turn (the env protocol's); default Search-R1's `</search>`, `</answer>`. */
+  stops?: { stop: number[]; stopStrings: string[] };
 }
 
 /**
@@ -76,7 +78,7 @@ export async function evaluate(
   const agent = new PolicyAgent(sampler, tokenizer, {
     temperature: options.temperature,
     maxTokensPerTurn: options.maxTokensPerTurn,
-    ...protocolStops(tokenizer),
+    ...(options.stops ?? protocolStops(tokenizer)),
     forced: forcedTextFor(options.mode),
   });
   const groups = await rolloutGroups(tasks, makeEnv, agent, tokenizer, limits, {

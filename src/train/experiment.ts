@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Rng } from "../core/rng.ts";
-import type { Metrics, Passage, Task, Trajectory } from "../core/types.ts";
+import type { Datum, Metrics, Passage, Task, Trajectory } from "../core/types.ts";
 import { DetectorMonitor, defaultDetectors, type DetectorFiring } from "../reward/detectors.ts";
 import { OpenAIJudge } from "../reward/judge.ts";
 import type { EnvFactory } from "../env/types.ts";
@@ -283,6 +283,54 @@ export async function trainRl(
   label = "RL (GRPO)",
   options: { makeReference?: () => Promise<TrainingBackend>; resume?: ResumePoint } = {},
 ): Promise<RlRunResult> {
+  // Replay for PPO-ptx: the warm-start demonstrations of known facts (the policy's parametric knowledge).
+  const replayDatums = demos.filter((t) => t.task.known === true && t.searches === 0).map((t) => trajectoryToDatum(t, 0));
+  // RL worlds: the real one plus `rl.counterfactualWorlds` copies whose unknown facts are permuted. A training
+  // question's unknown answer then changes between worlds, so only searching pays — memorising the training
+  // questions' answers cannot (a real corpus is too large to memorise; this tiny world is not).
+  const rlWorlds: RlWorld[] = [{ train: s.world.train, makeEnv: s.makeEnv }];
+  for (let k = 1; k <= config.rl.counterfactualWorlds; k++) {
+    const world = counterfactualWorld(s.world, config.run.seed * 1000 + 500 + k);
+    rlWorlds.push({ train: world.train, makeEnv: searchEnvFor(world.passages, config).makeEnv });
+  }
+  return trainRlOn(backend, rlWorlds, replayDatums, s, config, run, reporter, referenceDir, label, options);
+}
+
+/** One world RL samples its batches from: its training tasks and its env factory. */
+export interface RlWorld {
+  train: readonly Task[];
+  makeEnv: EnvFactory;
+}
+
+/**
+ * What RL needs of the policy side, whatever the env: the tokenizer, the token budgets, the model shape, and the
+ * turn's stop conditions (default the Search-R1 tags, `protocolStops(tokenizer)`).
+ */
+export interface PolicySetup {
+  tokenizer: Tokenizer;
+  limits: RolloutLimits;
+  gpt: GPTConfig;
+  stops?: { stop: number[]; stopStrings: string[] };
+}
+
+/**
+ * RL on any env: each step draws one of `worlds` and `rl.tasksPerStep` of its training tasks, then runs `rlStep`;
+ * `replayDatums` (cross-entropy datums, may be empty) are replayed with `rl.ptxCoef`. Everything else as
+ * `trainRl` (which builds the search env's worlds and replay and calls this).
+ * @throws what `trainRl` throws
+ */
+export async function trainRlOn(
+  backend: TrainingBackend,
+  worlds: readonly RlWorld[],
+  replayDatums: Datum[],
+  s: PolicySetup,
+  config: ExperimentConfig,
+  run: RunDir,
+  reporter: Reporter,
+  referenceDir: string,
+  label = "RL (GRPO)",
+  options: { makeReference?: () => Promise<TrainingBackend>; resume?: ResumePoint } = {},
+): Promise<RlRunResult> {
   let reference: TrainingBackend | undefined;
   if (config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl)) {
     reference = options.makeReference ? await options.makeReference() : await createBackend(config, s.gpt, referenceDir);
@@ -290,18 +338,9 @@ export async function trainRl(
   const rewardSpec = rewardConfigOf(config);
   const judgeOptions = rewardSpec.options?.judge;
   const judge = Object.hasOwn(rewardSpec.weights, "judge") && judgeOptions ? new OpenAIJudge(judgeOptions, join(run.path, "judge-cache.json")) : undefined;
-  // Replay for PPO-ptx: the warm-start demonstrations of known facts (the policy's parametric knowledge).
-  const replayDatums = demos.filter((t) => t.task.known === true && t.searches === 0).map((t) => trajectoryToDatum(t, 0));
   const replayRng = new Rng(config.run.seed + 2);
   const replay = replayDatums.length > 0 ? { datums: replayDatums, next: () => replayRng.int(replayDatums.length) } : undefined;
-  // RL worlds: the real one plus `rl.counterfactualWorlds` copies whose unknown facts are permuted. A training
-  // question's unknown answer then changes between worlds, so only searching pays — memorising the training
-  // questions' answers cannot (a real corpus is too large to memorise; this tiny world is not).
-  const rlWorlds = [{ world: s.world, makeEnv: s.makeEnv }];
-  for (let k = 1; k <= config.rl.counterfactualWorlds; k++) {
-    const world = counterfactualWorld(s.world, config.run.seed * 1000 + 500 + k);
-    rlWorlds.push({ world, makeEnv: searchEnvFor(world.passages, config).makeEnv });
-  }
+  const rlWorlds = worlds;
   const d = config.detectors;
   const monitor = new DetectorMonitor(d.enabled ? defaultDetectors(d) : [], d);
   const steps: Metrics[] = [];
@@ -337,11 +376,11 @@ export async function trainRl(
       warnedRewardErrors,
     } satisfies TrainerState);
   for (let step = first; step < config.rl.steps; step++) {
-    const { world, makeEnv } = rlWorlds[rng.int(rlWorlds.length)];
-    const batch = rng.shuffle(world.train).slice(0, config.rl.tasksPerStep);
+    const { train, makeEnv } = rlWorlds[rng.int(rlWorlds.length)];
+    const batch = rng.shuffle(train).slice(0, config.rl.tasksPerStep);
     const skipped: string[] = [];
     const res = await rlStep(
-      { backend, reference, replay, judge, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config, onSkippedUpdate: (r) => skipped.push(r) },
+      { backend, reference, replay, judge, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config, stops: s.stops, onSkippedUpdate: (r) => skipped.push(r) },
       batch,
       rng.seed(),
     );
@@ -373,6 +412,7 @@ export async function trainRl(
       reward: res.metrics["reward/mean"]?.toFixed(3) ?? "-",
       em: res.metrics.em?.toFixed(3) ?? "-",
       searches: res.metrics.searches?.toFixed(2) ?? "-",
+      calls: res.metrics.tool_calls?.toFixed(2) ?? "-",
     });
   }
   rlBar.stop();
@@ -420,7 +460,7 @@ export function checkSameConfig(file: string, config: ExperimentConfig): void {
 /**
  * @throws ConfigError when the checkpoint's tokenizer or model shape differs from what `s` builds
  */
-function checkCheckpointShape(dir: string, s: Setup): void {
+export function checkCheckpointShape(dir: string, s: Pick<PolicySetup, "gpt" | "tokenizer">): void {
   const gptPath = join(dir, "gpt.json");
   if (existsSync(gptPath)) {
     const saved = JSON.parse(readFileSync(gptPath, "utf8")) as GPTConfig;
@@ -436,14 +476,14 @@ function checkCheckpointShape(dir: string, s: Setup): void {
 }
 
 /** Where a resumed run starts: the warm start's checkpoint and the last good RL checkpoint, if any. */
-interface ResumePlan {
+export interface ResumePlan {
   /** Whether `checkpoints/sft` is whole (else SFT reruns from scratch). */
   sft: boolean;
   rl?: ResumePoint;
 }
 
 /** Finds what `--resume` continues from, reporting bad checkpoints by name through `warn`. */
-function planResume(run: RunDir, s: Setup, warn: (m: string) => void): ResumePlan {
+export function planResume(run: RunDir, s: Pick<PolicySetup, "gpt" | "tokenizer">, warn: (m: string) => void): ResumePlan {
   const sftDir = run.checkpoint("sft");
   const sftProblem = checkpointProblem(sftDir);
   if (sftProblem !== undefined) {
@@ -460,7 +500,7 @@ function planResume(run: RunDir, s: Setup, warn: (m: string) => void): ResumePla
  * Cuts a run folder back to a resume point: metrics/timings lines of later RL steps (and a torn last line), later
  * detector firings, samples, checkpoints, evaluation samples and the summary are removed — they are recomputed.
  */
-function truncateRun(run: RunDir, plan: ResumePlan): void {
+export function truncateRun(run: RunDir, plan: ResumePlan): void {
   const k = plan.rl?.state.step ?? 0;
   const keep = (row: Record<string, unknown>): boolean => plan.sft && (row.stage === "sft" || (row.stage === "rl" && typeof row.step === "number" && row.step < k));
   run.truncateJsonl("metrics.jsonl", keep);

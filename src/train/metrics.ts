@@ -2,7 +2,7 @@
  * Episode metrics shared by training steps and evaluation. All are means over episodes unless named otherwise;
  * lengths in tokens. No wall-clock values here (they go to timings.jsonl).
  */
-import type { Metrics, Trajectory } from "../core/types.ts";
+import { toolCallCounts, totalToolCalls, type Metrics, type Trajectory } from "../core/types.ts";
 import { emCheck } from "../reward/em.ts";
 import { answeredWithoutSearch } from "../reward/evidence.ts";
 
@@ -21,7 +21,9 @@ export { answeredWithoutSearch } from "../reward/evidence.ts";
 /**
  * Metrics of a batch of episodes: `reward/mean`, `reward/std`, `em`, `searches`, `searches/known`,
  * `searches/unknown`, `guess_rate` (answered without search), `invalid_rate` (invalid actions per turn),
- * `no_answer_rate`, `response_length` (sampled tokens per episode), `observation_length` (tokens per episode).
+ * `no_answer_rate`, `response_length` (sampled tokens per episode), `observation_length` (tokens per episode),
+ * `tool_calls` (calls per episode, every tool) and `tool_calls/<name>` per tool called in the batch, `tool_errors`
+ * is the rollout's; with graded episodes (tool envs) `grade/score` and `grade/<part>` (means over graded episodes).
  */
 export function episodeMetrics(trajs: readonly Trajectory[]): Metrics {
   const rewards = trajs.map((t) => t.reward?.total ?? 0);
@@ -41,5 +43,23 @@ export function episodeMetrics(trajs: readonly Trajectory[]): Metrics {
     no_answer_rate: mean(trajs.map((t) => (t.answer === null ? 1 : 0))),
     response_length: mean(trajs.map((t) => t.turns.reduce((a, turn) => a + turn.sampledTokens, 0))),
     observation_length: mean(trajs.map((t) => t.turns.reduce((a, turn) => a + turn.observationTokens, 0))),
+    ...toolMetrics(trajs),
   };
+}
+
+/** `tool_calls`, `tool_calls/<name>` (sorted by name) and, over graded episodes, `grade/score` and `grade/<part>`. */
+export function toolMetrics(trajs: readonly Trajectory[]): Metrics {
+  const out: Metrics = { tool_calls: mean(trajs.map(totalToolCalls)) };
+  const names = [...new Set(trajs.flatMap((t) => Object.keys(toolCallCounts(t))))].sort();
+  for (const name of names) out[`tool_calls/${name}`] = mean(trajs.map((t) => toolCallCounts(t)[name] ?? 0));
+  const graded = trajs.filter((t) => t.grade !== undefined);
+  if (graded.length > 0) {
+    out["grade/score"] = mean(graded.map((t) => t.grade!.score));
+    const parts = [...new Set(graded.flatMap((t) => Object.keys(t.grade!.parts)))].sort();
+    for (const p of parts) {
+      const has = graded.filter((t) => t.grade!.parts[p] !== undefined);
+      out[`grade/${p}`] = mean(has.map((t) => t.grade!.parts[p]));
+    }
+  }
+  return out;
 }

@@ -38,6 +38,8 @@ export interface RlContext {
    */
   replay?: { datums: Datum[]; next: () => number };
   onEpisode?: (traj: Trajectory) => void;
+  /** Stop conditions of a turn (the env protocol's, `protocolStops(tokenizer, protocol.stops)`); default Search-R1's. */
+  stops?: { stop: number[]; stopStrings: string[] };
   /**
    * Called for each optimizer step of the update that was skipped because its loss or gradient norm was NaN/Inf
    * (its gradients discarded, weights and Adam state untouched), with what was not finite (e.g. `loss NaN`).
@@ -72,7 +74,7 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   const agent = new PolicyAgent(backend.samplingClient(), tokenizer, {
     temperature: rl.temperature,
     maxTokensPerTurn: rl.maxTokensPerTurn,
-    ...protocolStops(tokenizer),
+    ...(ctx.stops ?? protocolStops(tokenizer)),
   });
   // Every episode reaches the update or is counted as dropped with its reason (metrics `dropped`, `dropped/<reason>`);
   // a group left with fewer than 2 members cannot be group-relative and is dropped whole (AReaL PR #892).

@@ -3,7 +3,7 @@
  * retriever. Source: Search-R1 `search_r1/llm_agent/generation.py` (`run_llm_loop`, `execute_predictions`).
  */
 import { z } from "zod";
-import type { Passage, StepResult, Task } from "../../core/types.ts";
+import { searchQuery, type Passage, type StepResult, type Task } from "../../core/types.ts";
 import {
   INFORMATION_CLOSE,
   INVALID_ACTION_OBSERVATION,
@@ -169,7 +169,8 @@ export class SearchEnv implements Env {
     const action = parseSearchR1Action(actionText);
     this.counts.turns++;
     if (action.type === "invalid") this.counts.invalidActions++;
-    if (action.type === "search") this.counts.searches++;
+    const query = searchQuery(action);
+    if (query !== undefined) this.counts.searches++;
 
     if (action.type === "answer") {
       this.done = true;
@@ -183,7 +184,7 @@ export class SearchEnv implements Env {
       return { observation: INVALID_ACTION_OBSERVATION, done: false, info: { action } };
     }
     const callKey = this.episode.seed === undefined ? undefined : `${this.task.id}#${this.episode.seed}:${this.counts.turns - 1}`;
-    const res = await callTool(this.searchTool, { query: action.query, topK: this.topK }, {
+    const res = await callTool(this.searchTool, { query: query!, topK: this.topK }, {
       timeoutMs: this.timeoutMs,
       ...this.callOptions,
       deadlineAt: this.episode.deadlineAt,

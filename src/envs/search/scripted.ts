@@ -6,7 +6,7 @@
  * when the fact was known or its evidence was retrieved.
  */
 import { Rng } from "../../core/rng.ts";
-import type { Passage, Task } from "../../core/types.ts";
+import { searchQuery, type Passage, type Task } from "../../core/types.ts";
 import type { ScriptedTurn, TurnContext } from "../../rollout/agent.ts";
 
 /** The personas and what they do. */
@@ -62,7 +62,7 @@ export function personaTurn(persona: Persona, ctx: TurnContext, valuesOf: Values
   const vague = rng.next() < 0.5;
   const recovers = rng.next() < 0.5;
   const seen = history.flatMap((t) => t.passages ?? []);
-  const searchesDone = history.filter((t) => t.action.type === "search").length;
+  const searchesDone = history.filter((t) => searchQuery(t.action) !== undefined).length;
   const gold = task.answers[0];
   const known = task.known === true;
   const guess = () => answer(guessAnswer(task, rng, valuesOf));

@@ -1,0 +1,88 @@
+/**
+ * An env recipe: everything `arl train --env NAME` needs to train a policy on one environment — its tasks and splits,
+ * its world (and counterfactual copies of it), its tools behind an env factory, the scripted imperfect personas that
+ * write the warm-start demonstrations (there are no pretrained weights here), the texts its vocabulary needs, a
+ * per-episode breakdown for the summary table and the config it trains with by default. `train/` knows recipes
+ * only through this interface; `src/envs/index.ts` is the registry that names them.
+ * Modelled on tinker-cookbook's `RLDatasetBuilder` / `EnvGroupBuilder` (`tinker_cookbook/rl/types.py`) and TRL's
+ * `environment_factory`.
+ */
+import type { Task, Trajectory } from "../core/types.ts";
+import type { ProtocolName } from "../protocol/types.ts";
+import type { TurnContext } from "../rollout/agent.ts";
+import type { FaultOptions } from "./faults.ts";
+import type { ToolCallSettings } from "./toolEnv.ts";
+import type { EnvFactory } from "./types.ts";
+
+/**
+ * What a recipe is built with: the run's seed, the protocol chosen (the recipe's default unless `env.protocol`
+ * says), the env's own options (`env.options` of the config, checked by the recipe's own schema — errors name
+ * `env.options.<field>`), the turn budget and the tool-call settings and faults of the config's `env` section.
+ */
+export interface RecipeContext {
+  seed: number;
+  protocol: ProtocolName;
+  options: Record<string, unknown>;
+  maxTurns: number;
+  call: ToolCallSettings;
+  /** Fault injection for RL rollouts and evaluation (absent = off); warm-start demonstrations never see faults. */
+  faults?: FaultOptions;
+}
+
+/** A built recipe: tasks, env factories and personas of one run. */
+export interface RecipeInstance<D = unknown> {
+  train: Task<D>[];
+  test: Task<D>[];
+  /**
+   * The env factory of world `k`: 0 is the real world, `k ≥ 1` a counterfactual copy (prices, times, ratings…
+   * re-drawn) so a tiny policy cannot memorise the training tasks' answers. `faults: false` turns off the
+   * context's fault injection (warm-start demonstrations).
+   */
+  makeEnv(world: number, options?: { faults?: boolean }): EnvFactory;
+  /** Every text the env can show or a policy may write (the embedded word tokenizer's vocabulary). */
+  texts(): string[];
+  /**
+   * The env's fixed system prompts (the same text in every episode, e.g. hermes' instructions + `# Tools` block),
+   * which the embedded word tokenizer keeps as one token each (see `WordTokenizer.fromTexts`): the text the env
+   * renders is unchanged, but a policy trained from scratch does not pay hundreds of constant tokens per episode.
+   * Optional; a real model's tokenizer ignores it.
+   */
+  fixedPrompts?(): string[];
+  /** The personas and their weights in the warm-start mixture (each makes the env's mistakes at its own rate). */
+  personas: Record<string, number>;
+  /** The careful persona: the scripted "prompt-driven" baseline row of the summary. */
+  baselinePersona: string;
+  /** The text persona `persona` writes for the turn `ctx` (already in the protocol's format). */
+  scriptedTurn(persona: string, ctx: TurnContext): string;
+  /**
+   * Per-episode breakdown for the summary table (e.g. `decision/i_context: 1`); a key absent from an episode means
+   * the decision did not arise there, so a rate is averaged over the episodes that have the key. Values in [0, 1]
+   * unless the name says otherwise (`calls`, counts).
+   */
+  breakdown(traj: Trajectory): Record<string, number>;
+  /** Human labels of the breakdown keys, in table order (`{ "decision/i_context": "(i) keep the context" }`). */
+  breakdownLabels: Record<string, string>;
+  /** One line for the run log (world size, tasks, tools). */
+  describe(): string;
+}
+
+/** An env recipe (see the file doc). */
+export interface EnvRecipe<D = unknown> {
+  /** Registry name (`arl train --env NAME`). */
+  name: string;
+  /** One line for `arl envs`. */
+  description: string;
+  /** Protocols the recipe supports; the first is its default. */
+  protocols: readonly ProtocolName[];
+  /** Tool names, for `arl envs`. */
+  tools: readonly string[];
+  /**
+   * Config fields this env trains with by default, as dotted paths and flag strings (`{"rl.steps": "60"}`), applied
+   * under the user's config file and flags (a user's value wins).
+   */
+  defaults: Record<string, string>;
+  /** Config fields of its `--smoke` run, applied over `defaults` (a user's flags still win). */
+  smoke: Record<string, string>;
+  /** @throws ConfigError/Error naming `env.options.<field>` and the allowed values on a bad option */
+  build(ctx: RecipeContext): RecipeInstance<D>;
+}

@@ -1,0 +1,50 @@
+/**
+ * The README's own-env example (`examples/own-env/weather.ts`, ≤ 80 lines) as a new user runs it: a fresh folder
+ * outside the repo installs the packed tarball (plus zod for the user's own schemas), the env file type-checks
+ * against the installed package's types, and one command — `npx arl train --env ./weather.ts --smoke` — trains it
+ * end to end (warm start → RL → summary) with the bin of the installed package (dist/, plain node; the .ts env file
+ * is loaded through tsx, a dependency of agentic-rl).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshProject, packOnce, REPO_ROOT, type FreshProject } from "./pack-helpers.ts";
+
+const EXAMPLE = join(REPO_ROOT, "examples", "own-env", "weather.ts");
+
+describe("examples/own-env from the packed package", () => {
+  let project: FreshProject;
+  beforeAll(async () => {
+    const tarball = await packOnce();
+    project = await freshProject([tarball, "zod@4.6.7", "typescript@5.9.3", "@types/node@20.19.43"]);
+    project.write("weather.ts", readFileSync(EXAMPLE, "utf8"));
+    project.write(
+      "tsconfig.json",
+      JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, skipLibCheck: true, noEmit: true, types: ["node"] }, include: ["weather.ts"] }),
+    );
+  }, 600_000);
+  afterAll(() => project?.remove());
+
+  it("is at most 80 lines", () => {
+    expect(readFileSync(EXAMPLE, "utf8").trimEnd().split("\n").length).toBeLessThanOrEqual(80);
+  });
+
+  it("type-checks against the installed package", async () => {
+    // exec rejects with the compiler's output on a non-zero exit.
+    const r = await project.exec("npx", ["tsc", "--noEmit", "-p", "."], { timeoutMs: 120_000 });
+    expect(r.stdout.trim()).toBe("");
+  }, 180_000);
+
+  it("trains with one command and writes the run folder", async () => {
+    const r = await project.exec("npx", ["arl", "train", "--env", "./weather.ts", "--smoke", "--run.dir", "runs"], { timeoutMs: 300_000 });
+    expect(r.stdout).toContain("env weather (hermes)");
+    expect(r.stdout).toContain("looked both up");
+    const summary = JSON.parse(readFileSync(join(project.dir, "runs", "smoke-weather", "summary.json"), "utf8")) as { env: string; rows: Array<{ policy: string; n: number; success: number }> };
+    expect(summary.env).toBe("weather");
+    expect(summary.rows.map((row) => row.policy)).toEqual(["Prompt-driven (careful, scripted)", "Warm start (SFT)", "RL (GRPO)"]);
+    // The scripted careful persona looks both cities up, so it is always right: the env, tool and grader agree.
+    expect(summary.rows[0].success).toBe(1);
+    expect(existsSync(join(project.dir, "runs", "smoke-weather", "checkpoints", "final"))).toBe(true);
+    expect(readFileSync(join(project.dir, "runs", "smoke-weather", "metrics.jsonl"), "utf8").split("\n").filter(Boolean).length).toBeGreaterThan(0);
+  }, 360_000);
+});
