@@ -183,7 +183,7 @@ describe("travel tools", () => {
     expect(fs.map((f) => f.price)).toEqual([...fs.map((f) => f.price)].sort((a, b) => a - b));
     expect(fs[0].id).toBe(cheapestFlight(world, "shanghai", "beijing", "2026-12-02")!.id);
     for (const f of fs) {
-      expect(f.dep).toMatch(/^(pvg|sha) \d\d:\d\d$/);
+      expect(f.dep).toMatch(/^(pvg|sha)$/);
       expect(f.arr).toMatch(/^(pek|pkx) \d\d:\d\d( \+1)?$/);
       expect(f.arr.endsWith("+1")).toBe(landsAfterMidnight(worldIndex(world).flight.get(f.id)!));
     }

@@ -195,14 +195,18 @@ export class WordTokenizer implements Tokenizer {
 
   decode(ids: readonly number[]): string {
     // Joined by hand: word-level tokens need no merge rules, and this keeps `\n` and tags exactly as tokens.
-    const out: string[] = [];
+    // Tokens are joined by single spaces, none next to a `\n` token (a multi-line added token keeps its own text).
+    let out = "";
+    let prev: string | undefined;
     for (const id of ids) {
       const tok = this.idToToken[id];
       if (tok === undefined) throw new Error(`tokenizer: id ${id} outside the vocabulary [0, ${this.vocabSize})`);
       if (tok === PAD || tok === BOS) continue;
-      out.push(tok);
+      if (prev !== undefined && prev !== "\n" && tok !== "\n") out += " ";
+      out += tok;
+      prev = tok;
     }
-    return out.join(" ").replace(/ ?\n ?/g, "\n");
+    return out;
   }
 
   id(token: string): number {

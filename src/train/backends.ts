@@ -19,7 +19,12 @@ import type { ExperimentConfig } from "./config.ts";
  */
 export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, from?: string): Promise<TrainingBackend> {
   if (config.policy.backend === "embedded") {
-    const backend = await EmbeddedBackend.create(gpt, { seed: config.run.seed, samplerEngine: config.policy.sampler });
+    const backend = await EmbeddedBackend.create(gpt, {
+      seed: config.run.seed,
+      samplerEngine: config.policy.sampler,
+      maxTokensPerChunk: config.policy.microBatchTokens,
+      lengthBucket: config.policy.lengthBucket,
+    });
     if (from) await backend.load(from);
     return backend;
   }

@@ -158,6 +158,8 @@ export const PolicyConfig = z
     nHeads: intIn(1, SIZE_BOUNDS.nHeads, "Attention heads (must divide dModel).").default(4),
     mlpRatio: intIn(1, SIZE_BOUNDS.mlpRatio, "MLP hidden size / dModel.").default(4),
     contextLength: intIn(32, SIZE_BOUNDS.contextLength, "Context window (tokens).").default(256),
+    microBatchTokens: intIn(64, SIZE_BOUNDS.contextLength, "Embedded backend: tokens per training micro-batch (rows × padded length). Smaller bounds the wasm heap of long contexts (jax-js keeps one set of buffers per micro-batch shape).").default(3072),
+    lengthBucket: intIn(8, SIZE_BOUNDS.contextLength, "Embedded backend: padded training lengths are multiples of this (tokens). Larger means fewer micro-batch shapes (less wasm heap, fewer compiles) and more padding.").default(64),
   })
   .strict()
   .refine((p) => p.dModel % p.nHeads === 0, { message: "policy.nHeads must divide policy.dModel", path: ["nHeads"] });
@@ -547,6 +549,8 @@ export interface EmbeddedMemoryShape extends GPTConfig {
   seqLen?: number;
   /** Tokens per training micro-batch (default 3072, `EmbeddedBackend`'s `maxTokensPerChunk`). */
   trainTokens?: number;
+  /** Padded training lengths are multiples of this (tokens; default 64, `EmbeddedBackend`'s `lengthBucket`). */
+  lengthBucket?: number;
   /** Rows decoded together, B (default 256, the sampler's `maxBatchRows`, its most). */
   sampleRows?: number;
   /** Prompt tokens per prefill call (default 4096, the jax sampler's `prefillTokens`). */
@@ -622,14 +626,15 @@ function estimate(shape: EmbeddedMemoryShape, withPeak: boolean): EmbeddedMemory
   /** Bytes of a micro-batch's [n, ·]-sized buffers and of its attention-sized ones (n tokens at length t). */
   const rowsPart = (n: number) => 4 * n * (L * (40 + 15 * r) * D + 13 * V + 10 * D);
   const attnPart = (n: number, t: number) => 4 * n * L * 14 * H * t;
-  const T = Math.min(C, Math.ceil(seqLen / 64) * 64);
+  const bucket = shape.lengthBucket ?? 64;
+  const T = Math.min(C, Math.ceil(seqLen / bucket) * bucket);
   const fullRows = (t: number) => Math.max(1, Math.floor(budget / t));
   const N = fullRows(T) * T;
   const training = rowsPart(N) + attnPart(N, T);
   // Every shape the backend can form up to T: lengths 64, 128, … (and C itself), rows full or a power of two below.
   const tokenSizes = new Set<number>();
   const attnSizes = new Set<number>();
-  for (let t = 64; withPeak; t += 64) {
+  for (let t = bucket; withPeak; t += bucket) {
     const len = Math.min(t, T);
     for (let rows = 1; rows < fullRows(len); rows *= 2) {
       tokenSizes.add(rows * len);
@@ -690,6 +695,8 @@ export function embeddedMemoryShape(config: ExperimentConfig, vocabSize: number,
     sampler: p.sampler,
     reference: config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl),
     sampleRows: Math.min(256, 2 ** Math.ceil(Math.log2(rows))),
+    trainTokens: p.microBatchTokens,
+    lengthBucket: p.lengthBucket,
   };
 }
 

@@ -7,7 +7,7 @@
 import { z } from "zod";
 import type { Action, Task, ToolCallResult } from "../../core/types.ts";
 import type { EnvRecipe, RecipeContext, RecipeInstance } from "../../env/recipe.ts";
-import { toolJsonSchema } from "../../env/tool.ts";
+import { toolJsonSchema, type Tool } from "../../env/tool.ts";
 import { toolEnv } from "../../env/toolEnv.ts";
 import { getProtocol } from "../../protocol/index.ts";
 import type { Protocol } from "../../protocol/types.ts";
@@ -145,6 +145,82 @@ function actionTexts(task: Task<TravelRequest>, world: TravelWorld, protocol: Pr
   return actions.map((a) => protocol.format(a));
 }
 
+/** Malformed turns (hermes- and react-shaped) whose parse reasons the invalid observations show. */
+const MALFORMED_TURNS: readonly string[] = [
+  "",
+  "hello",
+  "<tool_call>",
+  "</tool_call>",
+  "<think> x",
+  "<tool_call> <tool_call> </tool_call>",
+  "<tool_call>\n[1]\n</tool_call>",
+  '<tool_call>\n{"name": ""}\n</tool_call>',
+  '<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>',
+  '<tool_call>\n{"name": "book"}\n</tool_call>',
+  '<tool_call>\n{"name": "book", "arguments": "x"}\n</tool_call>',
+  '<tool_call>\n{"name": "book", "arguments": []}\n</tool_call>',
+  '<tool_call>\n{"name": "book", "arguments": {}}\n</tool_call> x',
+  '<tool_call>\n{"name": "book", "arguments": {}}\n</tool_call> x <tool_call>\n{"name": "book", "arguments": {}}\n</tool_call>',
+  '<tool_call>\n{"name": "book", "arguments": {}}\n</tool_call><tool_call>\n{"name": "book", "arguments": {}}\n</tool_call>',
+  '<tool_call>\n{"name": "book", "arguments": {"flight_id": mu 5}}\n</tool_call>',
+  '<tool_call>\n{"name": "book" "arguments": {}}\n</tool_call>',
+  "<tool_call>\n{name}\n</tool_call>",
+  '<tool_call>\n{"a": 1,}\n</tool_call>',
+  '<tool_call>\n{"a": "b\n</tool_call>',
+  '<tool_call>\n{"a": 0 1}\n</tool_call>',
+  "<tool_call>\n{\n</tool_call>",
+  "Action: book",
+  "Action Input: {}",
+  "Action: book\nAction Input: x",
+  'Action: book\nAction Input: {"a"',
+  'Action: book\nAction Input: {"a": 1,}',
+  "Action: book\nAction Input: {} tail",
+  "Action: a\nAction: b\nAction Input: {}",
+  "Action:\nAction Input: {}",
+  "Action Input: {}\nAction: book",
+  "Action: x\nAction Input: {}",
+  "Action: book\nAction Input: {}\nAction Input: {}",
+  "Final Answer:",
+  "Action: x\nFinal Answer: y",
+  "Action Input: {}\nFinal Answer: y",
+];
+
+/** Generic tool-call failures of `callTool` and `withFaults` (timeouts, caps, injected faults), as error texts. */
+const GENERIC_ERRORS: readonly string[] = [
+  "timed out after 10000 ms",
+  "no free slot within 10000 ms (maxConcurrency 4)",
+  "episode deadline reached",
+  "invalid output: not JSON-serialisable (undefined)",
+  "invalid output: binary data (a NUL or unpaired surrogate)",
+  "output of 10000000 chars exceeds the cap of 100000 chars",
+  "injected fault: fail (retryable), attempt 0",
+  "injected fault: fail, attempt 1",
+  "injected fault: hang (aborted)",
+  "(after 2 attempts)",
+];
+
+/**
+ * The texts of every failure the env can show besides its tools' own errors: the protocol's invalid observations
+ * (the reasons of `MALFORMED_TURNS`), schema errors of each tool (missing arguments, a number for a string) and
+ * generic call failures.
+ */
+function failureTexts(protocol: Protocol, tools: readonly Tool[]): string[] {
+  const schemas = tools.map(toolJsonSchema);
+  const out: string[] = [];
+  for (const text of MALFORMED_TURNS) {
+    const a = protocol.parse(text, { tools: schemas, maxCallsPerTurn: 1 });
+    if (a.type === "invalid") out.push(protocol.invalidObservation(a.reason));
+  }
+  for (const t of tools) {
+    for (const bad of [{}, Object.fromEntries(Object.keys(schemas.find((x) => x.name === t.name)!.parameters.properties as object).map((k) => [k, 4]))]) {
+      const r = t.inputSchema.safeParse(bad);
+      if (!r.success) out.push(`error: tool ${t.name}: invalid input: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    }
+    out.push(...GENERIC_ERRORS.map((e) => `error: tool ${t.name}: ${e}`));
+  }
+  return out;
+}
+
 /** Builds the travel recipe's instance (see `travelRecipe`). @throws Error naming `env.options.<field>` on a bad option */
 export function buildTravel(ctx: RecipeContext): RecipeInstance<TravelRequest> {
   const opts = travelOptions(ctx.options);
@@ -158,7 +234,8 @@ export function buildTravel(ctx: RecipeContext): RecipeInstance<TravelRequest> {
     if (w === undefined) worlds.set(k, (w = counterfactualTravelWorld(world, counterfactualSeed(ctx.seed, k))));
     return w;
   };
-  const schemas = travelTools(world, { bookings: [] }).map(toolJsonSchema);
+  const sampleTools = travelTools(world, { bookings: [] });
+  const schemas = sampleTools.map(toolJsonSchema);
   const system = protocol.system(schemas, TRAVEL_INSTRUCTIONS);
   return {
     train,
@@ -182,11 +259,17 @@ export function buildTravel(ctx: RecipeContext): RecipeInstance<TravelRequest> {
       });
     },
     texts: () => [
-      ...[...train, ...test].map((t) => protocol.prompt(system, travelUserMessage(t))),
+      // The system prompt is the same for every task: one whole prompt, then every task's user message.
+      protocol.prompt(system, travelUserMessage(train[0])),
+      ...[...train, ...test].map(travelUserMessage),
       ...[...train, ...test].flatMap((t) => actionTexts(t, world, protocol)),
       ...worldTexts(world, protocol),
       ...worldTexts(worldK(1), protocol),
+      ...failureTexts(protocol, sampleTools),
     ],
+    // The instructions + the protocol's tool section (≈ 450 word tokens, the same in every episode) are one token
+    // of the embedded word vocabulary; the text every episode shows is unchanged.
+    fixedPrompts: () => [system],
     personas: { ...TRAVEL_PERSONA_WEIGHTS },
     baselinePersona: "careful",
     scriptedTurn: (persona, turn) => scriptedTurn(persona, turn, protocol),
@@ -201,7 +284,10 @@ export function buildTravel(ctx: RecipeContext): RecipeInstance<TravelRequest> {
 
 /**
  * The travel recipe: `arl train --env travel`. Defaults sized from the token measurements of the README (hermes):
- * context window, turn budget, observation cap and tokens per turn; the training-budget fields are a first guess.
+ * context window 1024 (every careful episode, 99 % of the demonstrations with failures), 8 turns, observations ≤ 128
+ * tokens, turns ≤ 64 tokens; model 2 × 64 with one head and 4 × 8 episodes per RL step, the largest measured to fit
+ * the embedded backend's 4 GiB wasm heap with episodes this long (2 × 96 × 4 heads and 8 × 8 episodes run out of it);
+ * the training-budget fields (steps) are a first guess.
  */
 export const travelRecipe: EnvRecipe<TravelRequest> = {
   name: "travel",
@@ -209,9 +295,12 @@ export const travelRecipe: EnvRecipe<TravelRequest> = {
   protocols: ["hermes", "react"],
   tools: TRAVEL_TOOL_NAMES,
   defaults: {
-    "policy.contextLength": "1280",
+    "policy.contextLength": "768",
+    "policy.microBatchTokens": "1536",
+    "policy.lengthBucket": "128",
+    "reward.preset": "tool-env",
     "env.maxTurns": "8",
-    "env.maxObservationTokens": "160",
+    "env.maxObservationTokens": "128",
     "rl.maxTokensPerTurn": "64",
     "sft.steps": "600",
     "rl.steps": "60",

@@ -108,7 +108,7 @@ export const NEAR_KM = 10;
 /** Share of hotels that accept late arrivals before the guarantee's repair (so the nearest often does not). */
 export const LATE_HOTEL_SHARE = 0.25;
 /** Share of airports whose nearest hotel is rated ≥ 4.0 but refuses late arrivals (the late check-in trap). */
-export const TRAP_SHARE = 0.6;
+export const TRAP_SHARE = 0.75;
 /** Hotels near each airport. */
 export const HOTELS_PER_AIRPORT = 3;
 /** Flights per route and date. */
