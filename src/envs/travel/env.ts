@@ -283,11 +283,11 @@ export function buildTravel(ctx: RecipeContext): RecipeInstance<TravelRequest> {
 }
 
 /**
- * The travel recipe: `arl train --env travel`. Defaults sized from the token measurements of the README (hermes):
- * context window 1024 (every careful episode, 99 % of the demonstrations with failures), 8 turns, observations ≤ 128
- * tokens, turns ≤ 64 tokens; model 2 × 64 with one head and 4 × 8 episodes per RL step, the largest measured to fit
- * the embedded backend's 4 GiB wasm heap with episodes this long (2 × 96 × 4 heads and 8 × 8 episodes run out of it);
- * the training-budget fields (steps) are a first guess.
+ * The travel recipe: `arl train --env travel`. Defaults sized from the token measurements of the README (hermes, the
+ * fixed system prompt as one token): context window 768 (every demonstration measured, max 655), micro-batches of
+ * 1536 tokens in length buckets of 128 (the embedded wasm heap's estimate ≈ 3 GiB), 8 turns, observations ≤ 128
+ * tokens, turns ≤ 64 tokens, the `tool-env` reward preset; the training budget fits `arl train --env travel` in
+ * ≈ 20 minutes on 2 cores (README).
  */
 export const travelRecipe: EnvRecipe<TravelRequest> = {
   name: "travel",
@@ -302,8 +302,9 @@ export const travelRecipe: EnvRecipe<TravelRequest> = {
     "env.maxTurns": "8",
     "env.maxObservationTokens": "128",
     "rl.maxTokensPerTurn": "64",
-    "sft.steps": "600",
-    "rl.steps": "60",
+    "sft.steps": "700",
+    "sft.batchSize": "16",
+    "rl.steps": "40",
     "rl.tasksPerStep": "8",
     "rl.groupSize": "8",
     "eval.maxTasks": "60",
