@@ -12,6 +12,8 @@ import { ScriptedAgent } from "../src/rollout/agent.ts";
 import { rolloutGroups } from "../src/rollout/rollout.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import type { Task } from "../src/core/types.ts";
+import { loadTokenizer } from "../src/policy/hf/index.ts";
+import { join } from "node:path";
 
 interface Counter { adds: number }
 const task: Task<{ target: number }> = { id: "t1", question: "add 2 and 3", answers: [], kind: "calc", data: { target: 5 } };
@@ -132,6 +134,18 @@ describe("toolEnv", () => {
     expect(t.turns[0].toolResults?.[0].value).toEqual({ sum: 5 });
     expect(t.grade).toEqual({ score: 1, parts: { right: 1, used_tool: 1 } });
     expect(t.answer).toBe("5");
+  });
+
+  it("with a real chat tokenizer, a hermes prompt is encoded as rendered, not wrapped in the template again", async () => {
+    const tok = loadTokenizer(join(import.meta.dirname, "fixtures", "tiny-chatml"));
+    const call = hermesProtocol.format({ type: "tool_call", calls: [{ name: "add", arguments: { a: 2, b: 3 } }] });
+    const script = new ScriptedAgent(tok, (ctx) => (ctx.turnIndex === 0 ? call : hermesProtocol.format({ type: "answer", answer: "5" })));
+    const [g] = await rolloutGroups([task], calcEnv(), script, tok, { contextLength: 4096, maxObservationTokens: 512 }, { groupSize: 1, seed: 3 });
+    const t = g.trajectories[0];
+    const prompt = await calcEnv()().reset(task);
+    expect(tok.decode(t.tokens.slice(0, t.promptLength))).toBe(prompt);
+    expect(prompt.split("<|im_start|>user").length - 1).toBe(1);
+    expect(t.grade?.score).toBe(1);
   });
 
   it("rejects bad limits naming the field", () => {

@@ -94,6 +94,8 @@ export function checkGrade(g: Grade): Grade {
 
 /** One episode of a tool env (made by `toolEnv`'s factory). */
 class ToolEnvEpisode<D, S> implements Env {
+  /** Chat protocols (hermes, react) render the whole chat prompt; search-r1's prompt is the user message. */
+  readonly renderedPrompt: boolean;
   private task: Task<D> | null = null;
   private state: S | undefined;
   private episode: EpisodeInfo = {};
@@ -106,7 +108,9 @@ class ToolEnvEpisode<D, S> implements Env {
     private readonly schemaCache: { schemas?: ToolJsonSchema[] },
     private readonly limiter: ToolLimiter | undefined,
     private readonly faults: FaultOptions | undefined,
-  ) {}
+  ) {
+    this.renderedPrompt = spec.protocol.name !== "search-r1";
+  }
 
   async reset(task: Task, episode: EpisodeInfo = {}): Promise<string> {
     if (typeof task?.question !== "string" || task.question.trim() === "") {

@@ -20,6 +20,12 @@ export interface EpisodeInfo {
 
 export interface Env {
   /**
+   * True when `reset` returns a whole chat rendering (a chat protocol's `Protocol.prompt`: system, user and the
+   * assistant header), so the rollout encodes it as it is (`Tokenizer.promptTokens(text, {rendered: true})`) rather
+   * than wrapping it in a chat template again. Absent/false: the text is the first user message (Search-R1).
+   */
+  readonly renderedPrompt?: boolean;
+  /**
    * Starts an episode. Returns the prompt text the policy sees first (the question in the env's protocol).
    * @throws Error when the task is malformed (no question)
    */

@@ -33,8 +33,11 @@ export interface Tokenizer {
    * An episode's first user prompt → the ids the policy sees before its first turn `[prompt]`: `[bos, …encode(text)]`
    * for the embedded word tokenizer; a chat model renders it through its chat template with the generation prompt
    * (as Search-R1 does with `apply_chat_template`), so later turns and observations are appended as plain text.
+   * `options.rendered`: the text is already a whole chat rendering (a chat protocol's `prompt`, e.g. hermes'
+   * `<|im_start|>system…<|im_start|>assistant\n`): a chat model encodes it as it is instead of wrapping it again;
+   * the word tokenizer, which has no template, is unaffected.
    */
-  promptTokens(text: string): number[];
+  promptTokens(text: string, options?: { rendered?: boolean }): number[];
   /**
    * Ids → text as the tokenizer decodes it: `WordTokenizer` joins words by single spaces (BOS/pad dropped, protocol
    * tags kept); a byte-level BPE tokenizer gives back the exact text (`decode(encode(s)) === s` for NFC text),

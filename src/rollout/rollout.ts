@@ -129,7 +129,7 @@ export async function runEpisode(
   const env = await stage("env_reset_error", `rollout: env of task ${task.id}`, () => makeEnv());
   const episode = { seed, ...(options.member === undefined ? {} : { member: options.member }), ...(deadlineAt === undefined ? {} : { deadlineAt }) };
   const promptText = await stage("env_reset_error", `rollout: env.reset of task ${task.id}`, () => env.reset(task, episode));
-  const tokens = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () => tokenizer.promptTokens(promptText));
+  const tokens = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () => tokenizer.promptTokens(promptText, { rendered: env.renderedPrompt === true }));
   if (tokens.length >= limits.contextLength) {
     throw new EpisodeError(
       "prompt_too_long",

@@ -270,7 +270,9 @@ export class HfTokenizer implements Tokenizer {
     return this.hf.encode(text, { add_special_tokens: false }).ids;
   }
 
-  promptTokens(text: string): number[] {
+  promptTokens(text: string, options: { rendered?: boolean } = {}): number[] {
+    // A chat protocol's prompt is the template's own rendering already: encode it, never wrap it twice.
+    if (options.rendered === true) return this.encode(text);
     if (this.hasChatTemplate) {
       return this.chatTokens([{ role: "user", content: text }], {
         addGenerationPrompt: true,
