@@ -232,7 +232,7 @@ export async function warmStartDemos(s: Setup, config: ExperimentConfig): Promis
  * Warm start: a fresh policy trained with SFT on `demos`; metrics go to `run`, the policy to
  * `run.checkpoint("sft")`.
  */
-export async function warmStart(s: Setup, config: ExperimentConfig, demos: readonly Trajectory[], run: RunDir, reporter: Reporter): Promise<TrainingBackend> {
+export async function warmStart(s: Pick<PolicySetup, "gpt" | "tokenizer">, config: ExperimentConfig, demos: readonly Trajectory[], run: RunDir, reporter: Reporter): Promise<TrainingBackend> {
   const backend = await createBackend(config, s.gpt);
   const sftBar = reporter.bar("warm start (SFT)", config.sft.steps);
   await trainSft(backend, demos, {

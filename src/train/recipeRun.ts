@@ -21,7 +21,6 @@ import { loadTokenizer } from "../policy/hf/index.ts";
 import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
 import type { TrainingBackend } from "../policy/types.ts";
 import { createBackend } from "./backends.ts";
-import { savePolicy } from "./checkpoint.ts";
 import { ConfigError, embeddedMemoryProblem, embeddedMemoryShape, estimateEmbeddedMemory, WASM_HEAP_LIMIT_BYTES, type EmbeddedMemoryEstimate, type ExperimentConfig } from "./config.ts";
 import {
   checkReward,
@@ -32,13 +31,14 @@ import {
   slug,
   trainRlOn,
   truncateRun,
+  warmStart,
   type PolicySetup,
   type Reporter,
   type ResumePlan,
 } from "./experiment.ts";
 import { mean } from "./metrics.ts";
 import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
-import { NonFiniteGuard, trainSft } from "./sft.ts";
+import { NonFiniteGuard } from "./sft.ts";
 
 /** Everything built from the config and a recipe before training. */
 export interface RecipeSetup extends PolicySetup {
@@ -267,28 +267,7 @@ export async function runRecipeExperiment(
   reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens`);
   const demos = await recipeDemos(s, config);
   reporter.log(`warm start: ${demos.length} demonstrations`);
-  let backend: TrainingBackend;
-  if (plan.sft) backend = await createBackend(config, s.gpt, run.checkpoint("sft"));
-  else {
-    backend = await createBackend(config, s.gpt);
-    const bar = reporter.bar("warm start (SFT)", config.sft.steps);
-    await trainSft(backend, demos, {
-      steps: config.sft.steps,
-      batchSize: config.sft.batchSize,
-      learningRate: config.sft.learningRate,
-      gradClip: config.rl.gradClip,
-      seed: config.run.seed,
-      maxNonFiniteSteps: config.rl.maxNonFiniteSteps,
-      onSkip: (step, reason) => reporter.log(`warning: sft step ${step}: ${reason}; update skipped (train/skipped_nonfinite in metrics.jsonl)`),
-      onStep: (step, metrics, ms) => {
-        run.logMetrics("sft", step, metrics);
-        run.logTimings("sft", step, { step_ms: ms });
-        bar.update(step + 1, { loss: metrics.loss.toFixed(3) });
-      },
-    });
-    bar.stop();
-    await savePolicy(run.checkpoint("sft"), backend, s.tokenizer, s.gpt);
-  }
+  const backend = plan.sft ? await createBackend(config, s.gpt, run.checkpoint("sft")) : await warmStart(s, config, demos, run, reporter);
   const tasks = recipeEvalTasks(s, config);
   const rows: Array<{ row: RecipeRow; trajectories: Trajectory[] }> = [];
   const careful = s.instance.baselinePersona;

@@ -14,6 +14,7 @@ import {
 import { validateFaultOptions, withFaults, type FaultOptions } from "../../env/faults.ts";
 import { callTool, tool, ToolLimiter, type Tool } from "../../env/tool.ts";
 import type { Env, EnvFactory, EpisodeInfo } from "../../env/types.ts";
+import type { ToolCallSettings } from "../../env/toolEnv.ts";
 import { BM25Index } from "../../retrieval/bm25.ts";
 import { loadCorpus } from "../../retrieval/corpus.ts";
 
@@ -224,14 +225,7 @@ export async function searchCorpus(file: string, query: string, topK: number): P
  * `timeoutMs` (ms), `retries`, `backoffMs` / `maxBackoffMs` (ms), `maxConcurrency` (calls of one tool at once
  * across all episodes of the factory; 0 = unlimited), `maxOutputChars` (characters).
  */
-export interface SearchToolSettings {
-  timeoutMs?: number;
-  retries?: number;
-  backoffMs?: number;
-  maxBackoffMs?: number;
-  maxConcurrency?: number;
-  maxOutputChars?: number;
-}
+export type SearchToolSettings = ToolCallSettings;
 
 /**
  * A factory of search environments over one retriever that share one concurrency limiter (so `maxConcurrency`
