@@ -34,7 +34,7 @@ describe("arl envs / --env", () => {
     expect(protocol.code).toBe(2);
     expect(protocol.err).toContain("env.protocol: the travel env speaks hermes, react; got search-r1");
     const option = arl("train", "--env", "travel", "--env.options.failRate", "0.2", "--dry-run");
-    expect(option.code).not.toBe(0);
+    expect(option.code).toBe(2);
     expect(option.err).toContain("env.options");
     expect(option.err).toContain("failRate");
   });

@@ -77,7 +77,8 @@ export function labTable(lab: LabResult): string {
  * then the recipe's breakdown rates (each `rate % (n)`: n = episodes where the decision arose).
  */
 export function recipeTable(summary: Pick<RecipeSummary, "rows" | "breakdownLabels">): string {
-  const keys = Object.keys(summary.breakdownLabels).filter((k) => summary.rows.some((r) => r.breakdown[k] !== undefined));
+  // `success` and `calls` are the table's own columns already.
+  const keys = Object.keys(summary.breakdownLabels).filter((k) => k !== "success" && k !== "calls" && summary.rows.some((r) => r.breakdown[k] !== undefined));
   const table = new Table({
     style: process.stdout.isTTY ? {} : { head: [], border: [] },
     head: ["policy", "success %", "grade", "calls/task", "invalid %", ...keys.map((k) => summary.breakdownLabels[k])],

@@ -54,6 +54,7 @@ export interface RecipeSetup extends PolicySetup {
  * @throws ConfigError when `env.protocol` is not one the recipe speaks
  */
 export function recipeContext(config: ExperimentConfig, recipe: EnvRecipe): RecipeContext {
+  if (recipe.protocols.length === 0) throw new ConfigError([`env.name: the ${recipe.name} env declares no protocols (EnvRecipe.protocols must name at least one of search-r1, hermes, react)`]);
   const protocol = config.env.protocol ?? recipe.protocols[0];
   if (!recipe.protocols.includes(protocol)) {
     throw new ConfigError([`env.protocol: the ${recipe.name} env speaks ${recipe.protocols.join(", ")}; got ${protocol}`]);
@@ -77,7 +78,21 @@ export function recipeContext(config: ExperimentConfig, recipe: EnvRecipe): Reci
 export function recipeSetup(config: ExperimentConfig, recipe: EnvRecipe): RecipeSetup {
   checkReward(config);
   const ctx = recipeContext(config, recipe);
-  const instance = recipe.build(ctx);
+  let instance: RecipeInstance;
+  try {
+    instance = recipe.build(ctx);
+  } catch (e) {
+    // A recipe names its bad option (`env.options.<field>: …`): a config error like any other (exit 2).
+    const message = e instanceof Error ? e.message : String(e);
+    if (/^env\.options\b/.test(message)) throw new ConfigError(message.split("; "));
+    throw e;
+  }
+  for (const k of ["texts", "makeEnv", "scriptedTurn", "breakdown", "describe"] as const) {
+    if (typeof instance?.[k] !== "function") throw new ConfigError([`env.name: the ${recipe.name} env's build() returned no ${k}() (see RecipeInstance in src/env/recipe.ts)`]);
+  }
+  if (!Object.hasOwn(instance.personas ?? {}, instance.baselinePersona)) {
+    throw new ConfigError([`env.name: the ${recipe.name} env's baselinePersona "${instance.baselinePersona}" is not one of its personas (${Object.keys(instance.personas ?? {}).join(", ")})`]);
+  }
   const protocol = getProtocol(ctx.protocol);
   const tokenizer: Tokenizer =
     config.policy.backend === "tinker" && config.policy.tinker.tokenizer
@@ -142,6 +157,27 @@ export async function recipeDemos(s: RecipeSetup, config: ExperimentConfig): Pro
     demos.push(...groups.flatMap((g) => g.trajectories));
   }
   return demos;
+}
+
+/**
+ * A warning when the word vocabulary misses words the demonstrations use (their tokens became `[UNK]`: the
+ * recipe's `texts()` does not cover everything its env shows or its personas write), or undefined.
+ */
+export function unknownTokenWarning(s: RecipeSetup, demos: readonly Trajectory[]): string | undefined {
+  if (!(s.tokenizer instanceof WordTokenizer)) return undefined;
+  const unk = s.tokenizer.id("[UNK]");
+  let n = 0;
+  let total = 0;
+  let example: string | undefined;
+  for (const d of demos) {
+    total += d.tokens.length;
+    const at = d.tokens.indexOf(unk);
+    if (at < 0) continue;
+    n += d.tokens.filter((t) => t === unk).length;
+    example ??= s.tokenizer.decode(d.tokens.slice(Math.max(0, at - 6), at + 6));
+  }
+  if (n === 0) return undefined;
+  return `${n} of ${total} demonstration tokens are [UNK]: the ${s.recipe.name} env's texts() misses words it shows or its personas write (e.g. "${example}")`;
 }
 
 /** A rate over the episodes where a breakdown key arose: `rate` (mean value) and `n` (episodes with the key). */
@@ -267,6 +303,8 @@ export async function runRecipeExperiment(
   reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens`);
   const demos = await recipeDemos(s, config);
   reporter.log(`warm start: ${demos.length} demonstrations`);
+  const unknown = unknownTokenWarning(s, demos);
+  if (unknown !== undefined) reporter.log(`warning: ${unknown}`);
   const backend = plan.sft ? await createBackend(config, s.gpt, run.checkpoint("sft")) : await warmStart(s, config, demos, run, reporter);
   const tasks = recipeEvalTasks(s, config);
   const rows: Array<{ row: RecipeRow; trajectories: Trajectory[] }> = [];
@@ -301,7 +339,12 @@ export async function dryRunRecipe(config: ExperimentConfig, recipe: EnvRecipe, 
   lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}`);
   const mem = checkRecipeMemory(config, s);
   if (mem !== undefined) lines.push(`memory: ≈ ${Math.ceil(mem.wasm.total / 2 ** 20)} MiB of the embedded backend's ${WASM_HEAP_LIMIT_BYTES / 2 ** 20} MiB wasm heap`);
-  if (config.sft.steps > 0) lines.push(`warm start: ${(await recipeDemos(s, config)).length} demonstrations, ${config.sft.steps} SFT steps`);
+  if (config.sft.steps > 0) {
+    const demos = await recipeDemos(s, config);
+    lines.push(`warm start: ${demos.length} demonstrations, ${config.sft.steps} SFT steps`);
+    const unknown = unknownTokenWarning(s, demos);
+    if (unknown !== undefined) lines.push(`warning: ${unknown}`);
+  }
   lines.push(`RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} tasks × ${config.rl.groupSize} episodes`);
   const folder = join(config.run.dir, config.run.name);
   const holder = existsSync(join(folder, "config.yaml")) ? lockHolder(folder) : undefined;
