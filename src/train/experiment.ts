@@ -136,15 +136,14 @@ export function setup(config: ExperimentConfig): Setup {
     contextLength: config.policy.contextLength,
     maxObservationTokens: config.env.maxObservationTokens,
   };
-  const gpt: GPTConfig = {
-    vocabSize: tokenizer.vocabSize,
-    contextLength: config.policy.contextLength,
-    dModel: config.policy.dModel,
-    nLayers: config.policy.nLayers,
-    nHeads: config.policy.nHeads,
-    mlpRatio: config.policy.mlpRatio,
-  };
+  const gpt = gptConfigOf(config, tokenizer.vocabSize);
   return { world, index, tokenizer, makeEnv, limits, gpt };
+}
+
+/** The embedded model's shape from the config's `policy` section and the tokenizer's vocabulary size. */
+export function gptConfigOf(config: ExperimentConfig, vocabSize: number): GPTConfig {
+  const p = config.policy;
+  return { vocabSize, contextLength: p.contextLength, dModel: p.dModel, nLayers: p.nLayers, nHeads: p.nHeads, mlpRatio: p.mlpRatio };
 }
 
 /** One row of the summary table. */

@@ -16,7 +16,6 @@ import type { Protocol } from "../protocol/types.ts";
 import { DetectorMonitor, type DetectorFiring } from "../reward/detectors.ts";
 import { PolicyAgent, protocolStops, ScriptedAgent, type TurnGenerator } from "../rollout/agent.ts";
 import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
-import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { loadTokenizer } from "../policy/hf/index.ts";
 import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
 import type { TrainingBackend } from "../policy/types.ts";
@@ -25,6 +24,7 @@ import { ConfigError, embeddedMemoryProblem, embeddedMemoryShape, estimateEmbedd
 import {
   checkReward,
   checkSameConfig,
+  gptConfigOf,
   memoryWarning,
   planResume,
   silentReporter,
@@ -99,14 +99,7 @@ export function recipeSetup(config: ExperimentConfig, recipe: EnvRecipe): Recipe
       ? loadTokenizer(config.policy.tinker.tokenizer)
       : WordTokenizer.fromTexts(instance.texts(), [...protocol.specialTokens, ...(instance.fixedPrompts?.() ?? [])]);
   const limits: RolloutLimits = { contextLength: config.policy.contextLength, maxObservationTokens: config.env.maxObservationTokens };
-  const gpt: GPTConfig = {
-    vocabSize: tokenizer.vocabSize,
-    contextLength: config.policy.contextLength,
-    dModel: config.policy.dModel,
-    nLayers: config.policy.nLayers,
-    nHeads: config.policy.nHeads,
-    mlpRatio: config.policy.mlpRatio,
-  };
+  const gpt = gptConfigOf(config, tokenizer.vocabSize);
   return { recipe, instance, protocol, tokenizer, limits, gpt, stops: protocolStops(tokenizer, protocol.stops) };
 }
 
