@@ -45,7 +45,7 @@ export { Rng } from "./core/rng.ts";
 export { tool, callTool, toolJsonSchema, RetryableToolError, isRetryable, ToolLimiter, MAX_TIMER_MS, truncateChars } from "./env/tool.ts";
 export type { Tool, ToolCallContext, ToolJsonSchema, ToolResult, CallToolOptions } from "./env/tool.ts";
 /** Deterministic fault injection around a tool (fail, hang, slow, garbage, huge). */
-export { withFaults, validateFaultOptions, FAULT_KINDS } from "./env/faults.ts";
+export { withFaults, validateFaultOptions, FAULT_KINDS, hash32 } from "./env/faults.ts";
 export type { FaultKind, FaultOptions, FaultRecord, FaultyTool } from "./env/faults.ts";
 
 // ── Environments (src/env/types.ts) ───────────────────────────────────────────────────────────────────────────────

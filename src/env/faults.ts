@@ -49,8 +49,11 @@ export interface FaultRecord {
 /** A tool with faults injected; `injected` lists every fault so far, in call order. */
 export type FaultyTool<S extends z.ZodType, R> = Tool<S, R> & { readonly injected: FaultRecord[] };
 
-/** 32-bit FNV-1a of a string, then a murmur-style finaliser. */
-function hash32(s: string): number {
+/**
+ * 32-bit FNV-1a of a string, then a murmur-style finaliser: a stable, seedable hash for deterministic draws keyed by
+ * a call (fault injection here; an env's own flaky API, e.g. the travel recipe's). @returns an integer in [0, 2³²)
+ */
+export function hash32(s: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) {
     h ^= s.charCodeAt(i);

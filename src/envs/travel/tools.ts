@@ -17,6 +17,7 @@
  * its calls could never get past a failing one).
  */
 import { z } from "zod";
+import { hash32 } from "../../env/faults.ts";
 import { RetryableToolError, tool, type Tool, type ToolCallContext } from "../../env/tool.ts";
 import { clock, flightsOn, HOTELS_PER_AIRPORT, landsAfterMidnight, NEAR_KM, worldIndex, type Flight, type Hotel, type TravelWorld } from "./world.ts";
 
@@ -81,20 +82,6 @@ export function normCode(s: string): string {
   return s.toLowerCase().replace(/\s+/g, "");
 }
 
-/** 32-bit FNV-1a with a murmur-style finaliser. */
-function hash32(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /**
  * The transient error a call meets, or null: drawn from (world seed, call key, attempt). Null when the rate is 0 or
