@@ -518,6 +518,48 @@ export function truncateRun(run: RunDir, plan: ResumePlan): void {
 }
 
 /**
+ * Whether a run continues the one in its folder: `options.resume` and a `config.yaml` there (checked field by field
+ * against `config`); a resume with nothing to continue is logged and starts from scratch.
+ * @throws ConfigError for `resume` with `overwrite`, or a run folder whose config differs
+ */
+export function resumeIntent(config: ExperimentConfig, reporter: Reporter, options: { overwrite: boolean; resume?: boolean }): boolean {
+  if (options.resume && options.overwrite) throw new ConfigError(["--resume and --overwrite: choose one (resume continues the run in the folder; overwrite replaces it)"]);
+  const configFile = join(config.run.dir, config.run.name, "config.yaml");
+  const resuming = options.resume === true && existsSync(configFile);
+  if (resuming) checkSameConfig(configFile, config);
+  else if (options.resume) reporter.log(`resume: ${join(config.run.dir, config.run.name)} holds no run yet; starting from scratch`);
+  return resuming;
+}
+
+/**
+ * Opens (takes) the run folder and, when `resuming`, finds the resume point (bad checkpoints warned by name) and cuts
+ * the folder back to it (`truncateRun`), logging where the run continues from.
+ * @throws ConfigError from `RunDir` (a run already there without --overwrite, a live lock) or `planResume`
+ */
+export function openRun(
+  config: ExperimentConfig,
+  s: Pick<PolicySetup, "gpt" | "tokenizer">,
+  resuming: boolean,
+  reporter: Reporter,
+  options: { overwrite: boolean },
+): { run: RunDir; plan: ResumePlan } {
+  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming, log: (m) => reporter.log(m) });
+  let plan: ResumePlan = { sft: false };
+  if (resuming) {
+    plan = planResume(run, s, (m) => reporter.log(`warning: ${m}`));
+    truncateRun(run, plan);
+    reporter.log(
+      plan.rl
+        ? `resuming ${run.path} from ${plan.rl.dir} (RL step ${plan.rl.state.step} of ${config.rl.steps})`
+        : plan.sft
+          ? `resuming ${run.path} from the warm start (${run.checkpoint("sft")}); RL from step 0`
+          : `resuming ${run.path}: no whole checkpoint; starting from scratch`,
+    );
+  }
+  return { run, plan };
+}
+
+/**
  * Runs the whole experiment: SFT, baselines, RL, final evaluation; writes the run folder.
  * With `resume`, continues the run already in the folder (same config, checked field by field): from its last good
  * RL checkpoint (bad ones are reported by name and skipped), else from its warm-start checkpoint, else from scratch.
@@ -535,28 +577,12 @@ export async function runExperiment(
   options: { overwrite: boolean; resume?: boolean } = { overwrite: false },
 ): Promise<ExperimentSummary> {
   checkReward(config); // before the run folder exists, so a bad config leaves nothing behind
-  if (options.resume && options.overwrite) throw new ConfigError(["--resume and --overwrite: choose one (resume continues the run in the folder; overwrite replaces it)"]);
-  const configFile = join(config.run.dir, config.run.name, "config.yaml");
-  const resuming = options.resume === true && existsSync(configFile);
-  if (resuming) checkSameConfig(configFile, config);
-  else if (options.resume) reporter.log(`resume: ${join(config.run.dir, config.run.name)} holds no run yet; starting from scratch`);
+  const resuming = resumeIntent(config, reporter, options);
   const s = setup(config);
   // A model too large for the embedded backend is refused before the run folder is touched.
   const warning = memoryWarning(checkMemory(config, s));
   if (warning !== undefined) reporter.log(`warning: ${warning}`);
-  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming, log: (m) => reporter.log(m) });
-  let plan: ResumePlan = { sft: false };
-  if (resuming) {
-    plan = planResume(run, s, (m) => reporter.log(`warning: ${m}`));
-    truncateRun(run, plan);
-    reporter.log(
-      plan.rl
-        ? `resuming ${run.path} from ${plan.rl.dir} (RL step ${plan.rl.state.step} of ${config.rl.steps})`
-        : plan.sft
-          ? `resuming ${run.path} from the warm start (${run.checkpoint("sft")}); RL from step 0`
-          : `resuming ${run.path}: no whole checkpoint; starting from scratch`,
-    );
-  }
+  const { run, plan } = openRun(config, s, resuming, reporter, options);
   run.writeConfig(config);
   reporter.log(
     `world: ${s.world.countries.length} countries, ${s.world.passages.length} passages, ` +

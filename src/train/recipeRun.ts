@@ -23,21 +23,19 @@ import { createBackend } from "./backends.ts";
 import { ConfigError, embeddedMemoryProblem, embeddedMemoryShape, estimateEmbeddedMemory, WASM_HEAP_LIMIT_BYTES, type EmbeddedMemoryEstimate, type ExperimentConfig } from "./config.ts";
 import {
   checkReward,
-  checkSameConfig,
   gptConfigOf,
   memoryWarning,
-  planResume,
+  openRun,
   silentReporter,
   slug,
   trainRlOn,
-  truncateRun,
+  resumeIntent,
   warmStart,
   type PolicySetup,
   type Reporter,
-  type ResumePlan,
 } from "./experiment.ts";
 import { mean } from "./metrics.ts";
-import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
+import { lockHolder, runFolderState } from "./runDir.ts";
 import { NonFiniteGuard } from "./sft.ts";
 
 /** Everything built from the config and a recipe before training. */
@@ -277,21 +275,11 @@ export async function runRecipeExperiment(
   options: { overwrite: boolean; resume?: boolean } = { overwrite: false },
 ): Promise<RecipeSummary> {
   checkReward(config);
-  if (options.resume && options.overwrite) throw new ConfigError(["--resume and --overwrite: choose one (resume continues the run in the folder; overwrite replaces it)"]);
-  const configFile = join(config.run.dir, config.run.name, "config.yaml");
-  const resuming = options.resume === true && existsSync(configFile);
-  if (resuming) checkSameConfig(configFile, config);
-  else if (options.resume) reporter.log(`resume: ${join(config.run.dir, config.run.name)} holds no run yet; starting from scratch`);
+  const resuming = resumeIntent(config, reporter, options);
   const s = recipeSetup(config, recipe);
   const warning = memoryWarning(checkRecipeMemory(config, s));
   if (warning !== undefined) reporter.log(`warning: ${warning}`);
-  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming, log: (m) => reporter.log(m) });
-  let plan: ResumePlan = { sft: false };
-  if (resuming) {
-    plan = planResume(run, s, (m) => reporter.log(`warning: ${m}`));
-    truncateRun(run, plan);
-    reporter.log(plan.rl ? `resuming ${run.path} from ${plan.rl.dir} (RL step ${plan.rl.state.step} of ${config.rl.steps})` : plan.sft ? `resuming ${run.path} from the warm start` : `resuming ${run.path}: no whole checkpoint; starting from scratch`);
-  }
+  const { run, plan } = openRun(config, s, resuming, reporter, options);
   run.writeConfig(config);
   reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens`);
   const demos = await recipeDemos(s, config);
