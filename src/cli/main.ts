@@ -244,6 +244,22 @@ function evalInputs(
   return Promise.resolve({ tasks, makeEnv: s.makeEnv });
 }
 
+/**
+ * A checkpoint's policy as a turn generator at `temperature`, with its tokenizer and context window; `stops` are
+ * the env protocol's (default Search-R1's tags).
+ * @throws Error from `loadPolicy` (a missing or corrupt checkpoint)
+ */
+async function checkpointAgent(checkpoint: string, config: ExperimentConfig, temperature: number, stops?: readonly string[]) {
+  const policy = await loadPolicy(checkpoint, { sampler: config.policy.sampler });
+  const tokenizer = policy.tokenizer;
+  const agent: TurnGenerator = new PolicyAgent(policy.backend.samplingClient(), tokenizer, {
+    temperature,
+    maxTokensPerTurn: config.rl.maxTokensPerTurn,
+    ...(stops === undefined ? protocolStops(tokenizer) : protocolStops(tokenizer, stops)),
+  });
+  return { agent, tokenizer, contextLength: policy.gpt.contextLength };
+}
+
 /** The run config next to a checkpoint (`runs/<name>/config.yaml`), else defaults. */
 function configForCheckpoint(checkpoint: string): ExperimentConfig {
   const file = join(dirname(dirname(checkpoint)), "config.yaml");
@@ -352,10 +368,7 @@ program
       let contextLength = config.policy.contextLength;
       if (opts.checkpoint) {
         if (opts.persona !== undefined) throw new ConfigError(["--persona: a scripted persona acts only without --checkpoint"]);
-        const policy = await loadPolicy(opts.checkpoint, { sampler: config.policy.sampler });
-        tokenizer = policy.tokenizer;
-        contextLength = policy.gpt.contextLength;
-        agent = new PolicyAgent(policy.backend.samplingClient(), tokenizer, { temperature, maxTokensPerTurn: config.rl.maxTokensPerTurn, ...protocolStops(tokenizer, s.protocol.stops) });
+        ({ agent, tokenizer, contextLength } = await checkpointAgent(opts.checkpoint, config, temperature, s.protocol.stops));
       } else {
         const persona = opts.persona ?? s.instance.baselinePersona;
         if (!Object.hasOwn(s.instance.personas, persona)) throw new ConfigError([`--persona: expected one of ${Object.keys(s.instance.personas).join(", ")}, got ${JSON.stringify(persona)}`]);
@@ -375,14 +388,7 @@ program
     let contextLength = config.policy.contextLength;
     if (opts.checkpoint) {
       if (opts.persona !== undefined) throw new ConfigError(["--persona: a scripted persona acts only without --checkpoint"]);
-      const policy = await loadPolicy(opts.checkpoint, { sampler: config.policy.sampler });
-      tokenizer = policy.tokenizer;
-      contextLength = policy.gpt.contextLength;
-      agent = new PolicyAgent(policy.backend.samplingClient(), tokenizer, {
-        temperature,
-        maxTokensPerTurn: config.rl.maxTokensPerTurn,
-        ...protocolStops(tokenizer),
-      });
+      ({ agent, tokenizer, contextLength } = await checkpointAgent(opts.checkpoint, config, temperature));
     } else {
       const persona = opts.persona ?? "careful";
       if (!(PERSONAS as readonly string[]).includes(persona)) {
