@@ -35,6 +35,8 @@ describe("millisecond fields are bounded by Node's timer limit", () => {
       "env.faults.slowMs",
       "env.episodeDeadlineMs",
       "reward.options.judge.timeoutMs",
+      "policy.tinker.timeoutMs",
+      "policy.tinker.retryForMs",
     ];
     for (const f of fields) {
       const m = err({ ...judge, [f]: "3e9" });
@@ -44,8 +46,6 @@ describe("millisecond fields are bounded by Node's timer limit", () => {
       const ok = resolveConfig(applyOverrides({}, { ...judge, [f]: String(MAX_TIMER_MS) }));
       expect(ok).toBeDefined();
     }
-    // The Tinker client waits timeoutMs + 30 s for a future's result, so its bound leaves room for that.
-    expect(err({ "policy.tinker.timeoutMs": "3e9" })).toContain("policy.tinker.timeoutMs: expected a number ≤ 2147453647, got 3000000000");
   });
 
   it("callTool and OpenAIJudge refuse a timeout past the limit instead of firing after 1 ms", async () => {

@@ -223,7 +223,7 @@ describe("TinkerClient", () => {
       calls = 0;
       await expect(c.call("bad", {})).rejects.toThrow(new TinkerApiError(422, "bad", "loss_fn: invalid"));
       expect(calls).toBe(1);
-      await c.createSession();
+      await c.createSession({ sdkVersion: "0.25.0" });
       await new Promise((r) => setTimeout(r, 120));
       c.close();
       expect(heartbeats).toBeGreaterThanOrEqual(2);

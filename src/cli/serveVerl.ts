@@ -1,7 +1,7 @@
 /**
  * `arl serve retrieval | reward | mcp`: the services a veRL run (or any other trainer) calls — Search-R1's
  * `POST /retrieve` (src/serve/retrieval.ts), veRL's `compute_score` as `POST /reward` (src/serve/reward.ts) and the
- * search environment's tools over MCP (src/serve/mcp.ts). Each serves the built-in world's passages, or a wiki-18
+ * search environment's tools over MCP (src/serve/mcp.ts; `--result-format text|json`). Each serves the built-in world's passages, or a wiki-18
  * JSONL corpus with `--corpus`; `--config` (and dotted flags such as `--reward.preset composite`) pick the world,
  * `env.topK` and the reward.
  */
@@ -11,7 +11,7 @@ import { makeJudge } from "../reward/judge.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { loadCorpus } from "../retrieval/corpus.ts";
 import { listen, untilSignal } from "../serve/http.ts";
-import { createMcpApp, searchEnvTools } from "../serve/mcp.ts";
+import { MCP_RESULT_FORMATS, createMcpApp, searchEnvTools, type McpResultFormat } from "../serve/mcp.ts";
 import { createRetrievalApp } from "../serve/retrieval.ts";
 import { createRewardApp } from "../serve/reward.ts";
 import { ConfigError, applyOverrides, readConfigFile, resolveConfig, rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
@@ -85,18 +85,31 @@ export function registerServeReward(serve: Command, overrides: () => Record<stri
   });
 }
 
+/** Parses `--result-format`. @throws ConfigError naming the flag and the allowed values */
+function resultFormatFlag(value: string): McpResultFormat {
+  const f = MCP_RESULT_FORMATS.find((x) => x === value);
+  if (f === undefined) throw new ConfigError([`--result-format: expected one of ${MCP_RESULT_FORMATS.map((x) => JSON.stringify(x)).join(", ")}, got ${JSON.stringify(value)}`]);
+  return f;
+}
+
 /** Registers `serve mcp` (default port 8200). */
 export function registerServeMcp(serve: Command, overrides: () => Record<string, string>): void {
   serveFlags(
-    corpusFlags(serve.command("mcp").description("The search environment's tools as an MCP server (Streamable HTTP, stateless) at /mcp")),
+    corpusFlags(serve.command("mcp").description("The search environment's tools as an MCP server (Streamable HTTP, stateless) at /mcp"))
+      .option(
+        "--result-format <f>",
+        "what search returns: text (the env's <information> observation; veRL's MCPBaseTool) or json ({\"results\": [...]}; veRL's MCPSearchTool)",
+        "text",
+      ),
     8200,
-  ).action(async (opts: CorpusFlags) => {
+  ).action(async (opts: CorpusFlags & { resultFormat: string }) => {
     const config = configOf(opts.config, overrides());
+    const resultFormat = resultFormatFlag(opts.resultFormat);
     const passages = await passagesOf(config, opts.corpus);
     const options = serveOptions(opts);
-    const tools = searchEnvTools(new BM25Index(passages), config.env.topK);
+    const tools = searchEnvTools(new BM25Index(passages), config.env.topK, { resultFormat });
     const server = await listen(createMcpApp(tools, options), options);
-    console.log(`MCP (tools: ${tools.map((t) => t.name).join(", ")}; ${passages.length} passages) at ${server.url}/mcp`);
+    console.log(`MCP (tools: ${tools.map((t) => t.name).join(", ")}; ${passages.length} passages; results as ${resultFormat}) at ${server.url}/mcp`);
     await untilSignal(server);
   });
 }

@@ -10,11 +10,19 @@
  * Tools are `Tool`s of src/env/tool.ts (zod input schema → the MCP `inputSchema` JSON Schema). A tool's value becomes
  * the text content of the result; a failing or timing-out tool, and arguments its schema rejects, become a result
  * with `isError: true` and the reason as text — never a crashed server or a transport error.
+ *
+ * veRL's MCP tools (v0.5.0 – v0.7.1; removed before v0.8.0 in verl-project/verl commit 4f8f4c01b093) read only the
+ * text parts of a result: `MCPBaseTool._parse_tool_result` joins them with a space, so the default `text` format
+ * reaches the model verbatim; `MCPSearchTool._parse_tool_result` keeps only what its regex `"results"\s*:\s*(\[.*?\])`
+ * (DOTALL, after replacing every `'` by `"`) finds in each part, which is `""` for the `text` format — hence the
+ * `json` format (`mcpSearchJson`). Source: verl/tools/mcp_base_tool.py, verl/tools/mcp_search_tool.py at v0.5.0
+ * (8fdc4d3f202f41461f4de9f42a637228e342668b), unchanged at v0.7.1 (bec9ef74768dd201881cd4e54cd0385e87caae27).
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance } from "fastify";
+import type { Passage } from "../core/types.ts";
 import { z } from "zod";
 import { formatPassages, informationObservation } from "../env/searchR1.ts";
 import { callTool, tool, type Tool } from "../env/tool.ts";
@@ -23,6 +31,46 @@ import { createApp, type ServeOptions } from "./http.ts";
 
 /** Most passages one MCP search call may ask for. */
 export const MAX_MCP_TOPK = 50;
+
+/**
+ * What `search` returns as its text: `text` — the env's observation, verbatim (for veRL's `MCPBaseTool` and any
+ * other client); `json` — `mcpSearchJson`, for veRL's `MCPSearchTool`, whose parser keeps only a `"results": [...]`
+ * array.
+ */
+export type McpResultFormat = "text" | "json";
+
+/** The formats, default first. */
+export const MCP_RESULT_FORMATS: readonly McpResultFormat[] = ["text", "json"];
+
+/** A JSON string literal in which `'` and `]` are escaped (`\u0027`, `\u005d`): same value, but safe for MCPSearchTool's regex. */
+function guardedJsonString(s: string): string {
+  return JSON.stringify(s).replace(/'/g, "\\u0027").replace(/]/g, "\\u005d");
+}
+
+/**
+ * The `json` result of a search: `{"results": [{"title": …, "text": …[, "source": …]}, …], "query": …}` — valid
+ * JSON with `results` first and every `'` and `]` inside strings written as `\u0027` / `\u005d`. That makes
+ * veRL's `MCPSearchTool` parser (replace `'` by `"`, then the non-greedy `"results"\s*:\s*(\[.*?\])`) cut out exactly
+ * the whole results array — which is again valid JSON, one object per passage, and its `"title":` count (the tool's
+ * `total_results` metric) is the number of passages — whatever the passages contain; a raw `]` in a passage would
+ * end the array early and a raw `'` would become `"`.
+ * @param query the query searched (echoed as `query`, MCPSearchTool's `queries` metric)
+ * @param passages the passages found, best first
+ */
+export function mcpSearchJson(query: string, passages: readonly Passage[]): string {
+  const items = passages.map((p) => {
+    const fields: [string, string][] = [["title", p.title], ["text", p.text]];
+    if (p.source !== undefined) fields.push(["source", p.source]);
+    return `{${fields.map(([k, v]) => `"${k}": ${guardedJsonString(v)}`).join(", ")}}`;
+  });
+  return `{"results": [${items.join(", ")}], "query": ${guardedJsonString(query)}}`;
+}
+
+/** Options of `searchEnvTools`. */
+export interface SearchEnvToolOptions {
+  /** What `search` returns (default `text`, the env's observation). */
+  resultFormat?: McpResultFormat;
+}
 
 /** Options of `createMcpApp`. */
 export interface McpAppOptions extends ServeOptions {
@@ -42,18 +90,24 @@ function toText(value: unknown): string {
 /**
  * The search environment's tool for MCP: `search({query, topK?})` returns exactly the observation `SearchEnv.step`
  * appends after a search — `\n\n<information>Doc 1(Title: …) …\n</information>\n\n` (Search-R1 `_passages2string`
- * inside the information block; src/env/searchR1.ts) — over the same retriever.
+ * inside the information block; src/env/searchR1.ts) — over the same retriever; with `resultFormat: "json"` the
+ * same passages as `mcpSearchJson` instead.
  * @param retriever the index the env searches (e.g. a `BM25Index`)
  * @param defaultTopK passages per search when the call gives no `topK` (the env's `topK`, default 3)
- * @throws Error when defaultTopK is not an integer in [1, MAX_MCP_TOPK]
+ * @throws Error when defaultTopK is not an integer in [1, MAX_MCP_TOPK], or resultFormat is not text / json
  */
-export function searchEnvTools(retriever: Retriever, defaultTopK = 3): Tool[] {
+export function searchEnvTools(retriever: Retriever, defaultTopK = 3, options: SearchEnvToolOptions = {}): Tool[] {
   if (!Number.isInteger(defaultTopK) || defaultTopK < 1 || defaultTopK > MAX_MCP_TOPK) {
     throw new Error(`searchEnvTools: defaultTopK must be an integer in [1, ${MAX_MCP_TOPK}], got ${defaultTopK}`);
   }
+  const format = options.resultFormat ?? "text";
+  if (!MCP_RESULT_FORMATS.includes(format)) {
+    throw new Error(`searchEnvTools: resultFormat must be one of ${MCP_RESULT_FORMATS.join(", ")}, got ${JSON.stringify(format)}`);
+  }
+  const shape = format === "json" ? '{"results": [{"title", "text"}, …], "query"} (JSON)' : "<information>Doc 1(Title: …) …</information>";
   const search = tool({
     name: "search",
-    description: `Search the knowledge base (BM25) and return the top passages for a query (default ${defaultTopK}) as <information>Doc 1(Title: …) …</information>.`,
+    description: `Search the knowledge base (BM25) and return the top passages for a query (default ${defaultTopK}) as ${shape}.`,
     inputSchema: z
       .object({
         query: z.string().trim().min(1, "query must be a non-empty string").max(4096).describe("The search query (keywords or a question)."),
@@ -63,7 +117,7 @@ export function searchEnvTools(retriever: Retriever, defaultTopK = 3): Tool[] {
     execute: async ({ query, topK }) => {
       const k = topK ?? defaultTopK;
       const passages = (await retriever.search(query, k)).slice(0, k);
-      return informationObservation(formatPassages(passages));
+      return format === "json" ? mcpSearchJson(query, passages) : informationObservation(formatPassages(passages));
     },
   });
   return [search as unknown as Tool];

@@ -12,6 +12,7 @@
  * sampling at an older `sampler_weights` path loads that copy from disk. Losses are sums over tokens (Tinker's
  * convention): the server runs the backend with `normalization: "sum"`.
  */
+import { randomBytes } from "node:crypto";
 import { mkdirSync, existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { FastifyInstance } from "fastify";
@@ -22,6 +23,13 @@ import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import { stopCut } from "../rollout/agent.ts";
 import type { LossConfig, SamplingClient } from "../policy/types.ts";
+import {
+  PROTO_CONTENT_TYPE,
+  ProtoDecodeError,
+  decodeForwardBackwardRequest,
+  encodeForwardBackwardOutput,
+  encodeSampleResponse,
+} from "../policy/tinker/proto.ts";
 import {
   AdamParamsWire,
   ForwardBackwardRequest,
@@ -57,9 +65,19 @@ export interface TrainerServerOptions extends ServeOptions {
 }
 
 const ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** What an asynchronous endpoint answers (`UntypedAPIFuture`). */
+interface FutureRef {
+  request_id: string;
+  future_id: string;
+  status: string;
+  model_id?: string;
+}
 const idField = z.string().regex(ID, "expected 1-128 characters of [A-Za-z0-9_-]");
 
 interface Future {
+  /** Results the SDK takes as protobuf when it asks (`Accept: application/x-protobuf`). */
+  kind?: "fwdbwd" | "sample";
   done: boolean;
   result?: unknown;
   error?: { error: string; category: "user" | "server" };
@@ -74,6 +92,8 @@ interface ServedModel {
   /** Bumped by every optim_step / load_weights: sampler paths remember the version they were saved at. */
   version: number;
   samplerVersions: Map<string, number>;
+  /** `seq_id` → the future answered for it: a request sent again with the same `seq_id` (a retry) is not re-run. */
+  seqFutures: Map<number, FutureRef>;
   /** Training requests run in this chain, one at a time, in arrival order. */
   queue: Promise<void>;
   /** Sampling requests running on the live weights; a training request waits for them to finish. */
@@ -95,13 +115,40 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   const root = resolve(options.dir ?? join("runs", "serve-trainer"));
   const longPollMs = options.longPollMs ?? 20_000;
   const app = createApp(options);
+  // SDK 0.25's forward_backward body (proto.ts); decoded in the handler so a malformed one is a clear 400.
+  app.addContentTypeParser(PROTO_CONTENT_TYPE, { parseAs: "buffer" }, (_req, body, done) => done(null, body));
+  // Idempotency (`X-Idempotency-Key`, SDK `_client.py`): a POST sent again with the same key gets the first answer
+  // back instead of running twice. Polls and heartbeats are not replayed (each poll must see the future's state).
+  const replays = new Map<string, string>();
+  const replayKey = (req: { method: string; url: string; headers: Record<string, unknown> }): string | undefined => {
+    const key = req.headers["x-idempotency-key"];
+    if (req.method !== "POST" || typeof key !== "string" || /retrieve_future|session_heartbeat|client\/config/.test(req.url)) return undefined;
+    return `${req.url} ${key}`;
+  };
+  app.addHook("preHandler", async (req, reply) => {
+    const key = replayKey(req);
+    const hit = key ? replays.get(key) : undefined;
+    if (hit !== undefined) return reply.code(200).header("content-type", "application/json; charset=utf-8").send(hit);
+  });
+  app.addHook("onSend", async (req, reply, payload) => {
+    const key = replayKey(req);
+    if (key && reply.statusCode === 200 && typeof payload === "string" && !replays.has(key)) {
+      replays.set(key, payload);
+      if (replays.size > 10_000) replays.delete(replays.keys().next().value!);
+    }
+    return payload;
+  });
   const sessions = new Map<string, { heartbeats: number; samplingSessions: number }>();
   const samplingSessions = new Map<string, { modelPath?: string; baseModel?: string }>();
   const models = new Map<string, ServedModel>();
   const futures = new Map<string, Future>();
   const frozen = new Map<string, { key: string; backend: EmbeddedBackend }>(); // base or saved sampler weights, one cached per base name
   let counter = 0;
-  const nextId = (prefix: string) => `${prefix}_${(++counter).toString(36).padStart(6, "0")}`;
+  // A per-process prefix keeps ids unique across restarts (weights saved under --dir outlive the process).
+  const run = randomBytes(4).readUInt32LE(0).toString(36).padStart(7, "0");
+  const nextId = (prefix: string) => `${prefix}_${run}${(++counter).toString(36).padStart(6, "0")}`;
+  /** `session:model_seq_id` → create_model's answer, `session:sampling_session_seq_id` → create_sampling_session's. */
+  const bySeq = new Map<string, unknown>();
 
   const newBackend = async (base: TrainerBaseModel, dir = base.checkpoint): Promise<EmbeddedBackend> => {
     const backend = await EmbeddedBackend.create(base.gpt, base.seed);
@@ -110,9 +157,9 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   };
 
   /** Starts `work` as a future and returns its id; a thrown HttpError is a user error, anything else a server error. */
-  const submit = (work: () => Promise<unknown>): { request_id: string; future_id: string; status: string } => {
+  const submit = (work: () => Promise<unknown>, kind?: Future["kind"]): FutureRef => {
     const id = nextId("req");
-    const f: Future = { done: false, waiters: [] };
+    const f: Future = { kind, done: false, waiters: [] };
     futures.set(id, f);
     work().then(
       (r) => (f.result = r),
@@ -123,6 +170,20 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       for (const w of f.waiters.splice(0)) w();
     });
     return { request_id: id, future_id: id, status: "pending" };
+  };
+
+  /**
+   * A training request of `m` with its `seq_id`: the first time, `start()` submits it; a repeat (the client retried
+   * after a lost response) gets the same future back. @throws HttpError 400 on a seq_id ≤ 0
+   */
+  const once = (m: ServedModel, seqId: number | null | undefined, start: () => FutureRef): FutureRef => {
+    if (seqId == null) return start();
+    if (!Number.isInteger(seqId) || seqId < 1) throw new HttpError(400, `seq_id: expected an integer ≥ 1, got ${seqId}`);
+    const seen = m.seqFutures.get(seqId);
+    if (seen) return seen;
+    const f = { ...start(), model_id: m.id };
+    m.seqFutures.set(seqId, f);
+    return f;
   };
 
   const model = (id: string): ServedModel => {
@@ -223,6 +284,20 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     return { type: "session_heartbeat" };
   });
   app.post("/api/v1/telemetry", async () => ({ status: "accepted" }));
+  // The SDK's first call (`ClientConfigResponse`, types/client_config_response.py): flags that fit this server —
+  // API-key auth, no zstd bodies, chunks sent one at a time, httpx's transport, no create-via-load.
+  app.post("/api/v1/client/config", async () => ({
+    pjwt_auth_enabled: false,
+    credential_default_source: "api_key",
+    parallel_fwdbwd_chunks: false,
+    proto_compress_fwdbwd: false,
+    fwdbwd_max_chunk_len: 1024,
+    sample_no_retries: false,
+    use_pyqwest_transport: false,
+    create_model_via_load_weights: false,
+    /** Not an SDK flag (the SDK ignores unknown ones): tells agentic-rl's client it talks to this server. */
+    arl_trainer: true,
+  }));
 
   // ---- models ----
   app.post("/api/v1/create_model", async (req) => {
@@ -231,20 +306,25 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
         base_model: z.string(),
         lora_config: z.object({ rank: z.number().int().min(1) }).passthrough().nullish(),
         session_id: z.string().nullish(),
+        model_seq_id: z.number().int().min(0).nullish(),
       }).passthrough(),
       req.body,
     );
     if (body.session_id != null && !sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
+    const seqKey = body.session_id != null && body.model_seq_id != null ? `model:${body.session_id}:${body.model_seq_id}` : undefined;
+    if (seqKey && bySeq.has(seqKey)) return bySeq.get(seqKey);
     const base = bases.get(body.base_model);
     if (!base) throw new HttpError(400, `base_model: unknown ${JSON.stringify(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
     const id = nextId("model");
     const backend = await newBackend(base);
     models.set(id, {
-      id, base, loraRank: body.lora_config?.rank ?? null, backend, version: 0, samplerVersions: new Map(),
+      id, base, loraRank: body.lora_config?.rank ?? null, backend, version: 0, samplerVersions: new Map(), seqFutures: new Map(),
       queue: Promise.resolve(), readers: new Set(), writing: null,
     });
     const f = submit(async () => ({ type: "create_model", model_id: id }));
-    return { ...f, model_id: id, base_model: base.name, lora_config: body.lora_config ?? null, status: "created" };
+    const answer = { ...f, model_id: id, base_model: base.name, lora_config: body.lora_config ?? null, status: "created" };
+    if (seqKey) bySeq.set(seqKey, answer);
+    return answer;
   });
   app.post("/api/v1/get_info", async (req) => {
     const { model_id } = parseBody(z.object({ model_id: z.string() }).passthrough(), req.body);
@@ -270,13 +350,24 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   });
 
   // ---- training ----
-  const forward = (withBackward: boolean) => async (req: { body: unknown }) => {
-    const body = parseBody(ForwardBackwardRequest, req.body);
+  const forward = (endpointBackward: boolean) => async (req: { body: unknown }) => {
+    let raw = req.body;
+    if (raw instanceof Uint8Array) {
+      // SDK 0.25 sends forward_backward as tinker_public.ForwardBackwardRequest (proto.ts).
+      try {
+        raw = decodeForwardBackwardRequest(raw);
+      } catch (e) {
+        if (e instanceof ProtoDecodeError) throw new HttpError(400, `forward_backward (protobuf body): ${e.message}`);
+        throw e;
+      }
+    }
+    const body = parseBody(ForwardBackwardRequest, raw);
     const m = model(body.model_id);
     const input = body.forward_backward_input;
+    const withBackward = endpointBackward && !body.forward_only;
     const datums = input.data.map((d, i) => toDatum(d, i, input.loss_fn, m.base.gpt));
     const config = lossConfigOf(input);
-    return submit(() =>
+    return once(m, body.seq_id, () => submit(() =>
       train(m, async (): Promise<WireForwardBackwardOutput> => {
         if (!withBackward) {
           const lps = await m.backend.computeLogprobs(datums);
@@ -295,7 +386,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
           metrics,
         };
       }),
-    );
+    "fwdbwd"));
   };
   app.post("/api/v1/forward_backward", forward(true));
   app.post("/api/v1/forward", forward(false));
@@ -304,7 +395,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     const m = model(body.model_id);
     const a: AdamParamsWire = body.adam_params;
     if (a.learning_rate > 1) throw new HttpError(400, `adam_params.learning_rate: ${a.learning_rate} is above 1 (a typo? LoRA RL uses ~1e-5…1e-4)`);
-    return submit(() =>
+    return once(m, body.seq_id, () => submit(() =>
       train(m, async () => {
         const metrics = await m.backend.optimStep({
           learningRate: a.learning_rate, beta1: a.beta1, beta2: a.beta2, eps: a.eps, weightDecay: a.weight_decay, gradClip: a.grad_clip_norm,
@@ -312,25 +403,40 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
         m.version++;
         return { type: "optim_step", metrics };
       }),
-    );
+    ));
   });
 
   // ---- weights ----
   const weightsDir = (modelId: string, kind: "weights" | "sampler_weights", name: string) => join(root, modelId, kind, name);
-  const saveBody = z.object({ model_id: z.string(), path: idField }).passthrough();
+  const saveBody = z.object({
+    model_id: z.string(),
+    path: idField.nullish(),
+    seq_id: z.number().int().nullish(),
+    sampling_session_seq_id: z.number().int().min(0).nullish(),
+  }).passthrough();
   const saveWeights = (kind: "weights" | "sampler_weights") => async (req: { body: unknown }) => {
     const body = parseBody(saveBody, req.body);
     const m = model(body.model_id);
-    return submit(() =>
+    // save_weights_for_sampler without a path (the SDK's save_weights_and_get_sampling_client): an unnamed
+    // snapshot, answered with a sampling session on it instead of a path.
+    const ephemeral = body.path == null;
+    if (ephemeral && kind === "weights") throw new HttpError(400, "path: required (a name of [A-Za-z0-9_-])");
+    if (ephemeral && body.sampling_session_seq_id == null) throw new HttpError(400, "give path, or sampling_session_seq_id for an unnamed sampler snapshot");
+    const name = body.path ?? `unnamed-${nextId("s")}`;
+    return once(m, body.seq_id, () => submit(() =>
       train(m, async () => {
-        const dir = weightsDir(m.id, kind, body.path);
+        const dir = weightsDir(m.id, kind, name);
         mkdirSync(dir, { recursive: true });
         await m.backend.save(dir);
-        if (kind === "sampler_weights") m.samplerVersions.set(body.path, m.version);
-        const path = `tinker://${m.id}/${kind}/${body.path}`;
-        return kind === "weights" ? { type: "save_weights", path } : { type: "save_weights_for_sampler", path };
+        if (kind === "sampler_weights") m.samplerVersions.set(name, m.version);
+        const path = `tinker://${m.id}/${kind}/${name}`;
+        if (kind === "weights") return { type: "save_weights", path };
+        if (!ephemeral) return { type: "save_weights_for_sampler", path };
+        const sampling_session_id = nextId("sampling");
+        samplingSessions.set(sampling_session_id, { modelPath: path });
+        return { type: "save_weights_for_sampler", path: null, sampling_session_id };
       }),
-    );
+    ));
   };
   app.post("/api/v1/save_weights", saveWeights("weights"));
   app.post("/api/v1/save_weights_for_sampler", saveWeights("sampler_weights"));
@@ -344,18 +450,21 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     return { modelId: m[1], kind: m[2] ?? "sampler_weights", name: m[3] };
   };
   app.post("/api/v1/load_weights", async (req) => {
-    const body = parseBody(z.object({ model_id: z.string(), path: z.string() }).passthrough(), req.body);
+    const body = parseBody(
+      z.object({ model_id: z.string({ error: "model_id: required (this server has no create-via-load: client/config says create_model_via_load_weights false)" }), path: z.string(), optimizer: z.boolean().default(true), seq_id: z.number().int().nullish() }).passthrough(),
+      req.body,
+    );
     const m = model(body.model_id);
     const p = parsePath(body.path, "path");
     const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
     if (!existsSync(dir)) throw new HttpError(404, `path: no saved weights at ${body.path}`);
-    return submit(() =>
+    return once(m, body.seq_id, () => submit(() =>
       train(m, async () => {
-        await m.backend.load(dir);
+        await m.backend.load(dir, { optimizer: body.optimizer });
         m.version++;
-        return { type: "load_weights", path: body.path };
+        return { type: "load_weights", path: body.path, model_id: m.id };
       }),
-    );
+    ));
   });
 
   // ---- sampling ----
@@ -365,10 +474,15 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       req.body,
     );
     if (!sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
-    if ((body.base_model == null) === (body.model_path == null)) throw new HttpError(400, "give exactly one of base_model and model_path");
+    if (body.base_model == null && body.model_path == null) throw new HttpError(400, "give base_model or model_path");
+    const seqKey = `sampling:${body.session_id}:${body.sampling_session_seq_id}`;
+    if (bySeq.has(seqKey)) return bySeq.get(seqKey);
     const sampling_session_id = nextId("sampling");
-    samplingSessions.set(sampling_session_id, { modelPath: body.model_path ?? undefined, baseModel: body.base_model ?? undefined });
-    return { type: "create_sampling_session", sampling_session_id };
+    // model_path wins when both are given (the SDK: base_model "is inferred from model_path, if provided").
+    samplingSessions.set(sampling_session_id, body.model_path != null ? { modelPath: body.model_path } : { baseModel: body.base_model ?? undefined });
+    const answer = { type: "create_sampling_session", sampling_session_id };
+    bySeq.set(seqKey, answer);
+    return answer;
   });
 
   /** The engine that samples at a path or base model, and the tokenizer/shape it runs. */
@@ -449,7 +563,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
         prompt_logprobs: null,
       };
     };
-    if (!live) return submit(run);
+    if (!live) return submit(run, "sample");
     const m = live;
     return submit(async () => {
       if (m.writing) await m.writing;
@@ -460,7 +574,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       } finally {
         m.readers.delete(p);
       }
-    });
+    }, "sample");
   });
 
   // ---- futures ----
@@ -478,9 +592,16 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       });
     }
     if (!f.done) return { type: "try_again", request_id, queue_state: "active" };
-    // A retrieved result is kept a minute (a client may retry a lost response), then dropped.
-    setTimeout(() => futures.delete(request_id), 60_000).unref();
-    if (f.error) return reply.code(f.error.category === "user" ? 400 : 500).send(f.error);
+    // A retrieved result is kept 10 minutes (a client may retry a lost response), then dropped.
+    setTimeout(() => futures.delete(request_id), 600_000).unref();
+    // A failed request is a 200 `RequestFailedResponse` {error, category} (the SDK reads it as a failure, never
+    // retries it; a 4xx/5xx here would make it retry or give up on the poll itself).
+    if (f.error) return f.error;
+    const accept = String(req.headers.accept ?? "");
+    if (f.kind && accept.includes(PROTO_CONTENT_TYPE)) {
+      const bytes = f.kind === "fwdbwd" ? encodeForwardBackwardOutput(f.result as WireForwardBackwardOutput) : encodeSampleResponse(f.result as WireSampleResponse);
+      return reply.header("content-type", PROTO_CONTENT_TYPE).send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    }
     return f.result;
   });
 

@@ -35,7 +35,11 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
     baseModel: t.baseModel,
     loraRank: t.loraRank,
     timeoutMs: t.timeoutMs,
+    retryForMs: t.retryForMs,
     sendStopStrings: t.sendStopStrings,
+    wire: t.wire,
+    server: t.server,
+    userMetadata: { run: config.run.name },
   });
   if (from) {
     if (!existsSync(join(from, "tinker.json"))) {

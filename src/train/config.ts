@@ -136,9 +136,11 @@ export const TinkerSection = z
     baseModel: z.string().min(1).default("arl/init").describe("Base model to fine-tune (e.g. Qwen/Qwen3-8B; `arl serve trainer` offers arl/init and its checkpoints)."),
     loraRank: int(1, "LoRA rank sent with create_model (hosted Tinker trains LoRA; arl serve trainer trains all weights).").default(32),
     apiKeyEnv: z.string().default("TINKER_API_KEY").describe("Environment variable holding the API key (keys never go in config files)."),
-    // The client waits up to timeoutMs + 30 s for a future's result: the bound leaves that headroom under the timer limit.
-    timeoutMs: ms(1000, "Per-request timeout (ms, ≤ 2³¹−1 − 30 000); failed requests are retried with back-off.", 30_000).default(60000),
-    sendStopStrings: z.boolean().default(true).describe("Send multi-token stop strings (</search>) to the server; false for servers that take stop ids only (SkyRL) — the client then cuts samples at them."),
+    timeoutMs: ms(1000, "Per-request timeout (ms); failed requests are retried with the Tinker SDK's back-off (min(2ⁿ, 30) s, up to 5 min). Polls of a future have their own timeout (the server's hold + 15 s) and never give up.").default(60000),
+    retryForMs: ms(0, "How long one request keeps retrying while the server is unreachable or answers 408/429/5xx (ms; default 300 000, the Tinker SDK's); then the run stops with the reason, resumable with --resume.").default(300000),
+    sendStopStrings: z.boolean().optional().describe("Send multi-token stop strings (</search>) to the server (default: what the server family supports); false = stop ids only, the client cuts samples at the strings."),
+    wire: z.enum(["auto", "json", "protobuf"]).default("auto").describe("Encoding of forward_backward and its results: protobuf (Tinker SDK 0.25, hosted Tinker, SkyRL, TuFT, arl serve trainer) or JSON (verl-tinker, older servers); auto = the detected server family's, switched once on a 415."),
+    server: z.enum(["auto", "tinker", "skyrl", "tuft", "verl-tinker", "arl", "unknown"]).default("auto").describe("Server family, for its known differences (src/policy/tinker/families.ts); auto = detected from client/config, healthz and get_server_capabilities."),
     tokenizer: z.string().optional().describe("Folder with the model's tokenizer.json (+ tokenizer_config.json) for a real model; default the world's word tokenizer."),
   })
   .strict();

@@ -332,11 +332,12 @@ export class EmbeddedBackend implements TrainingBackend {
   }
 
   /**
-   * Replaces weights and Adam state with those saved under `dir`; clears pending gradients.
+   * Replaces weights and Adam state with those saved under `dir`; clears pending gradients. `optimizer: false`
+   * loads the weights only and restarts Adam (zero moments, step 0).
    * @throws Error naming the file when a file is missing or fails its checksum, or when the saved model shape
    *   differs from this backend's
    */
-  async load(dir: string): Promise<void> {
+  async load(dir: string, options: { optimizer?: boolean } = {}): Promise<void> {
     this.checkAlive();
     const { meta, tensors } = await loadCheckpoint(dir);
     const saved = meta.config as Partial<GPTConfig> | undefined;
@@ -354,15 +355,18 @@ export class EmbeddedBackend implements TrainingBackend {
       return m;
     };
     const params = paramsFromData(this.config, sub("params."));
-    const m = paramsFromData(this.config, sub("adam.m."));
-    const v = paramsFromData(this.config, sub("adam.v."));
+    // Without the optimizer state (Tinker's `load_weights {optimizer: false}`), Adam restarts from zero moments.
+    const zeros = (): Map<string, Float32Array> => new Map(paramShapes(this.config).map(([name, shape]) => [name, new Float32Array(shape.reduce((a, b) => a * b, 1))]));
+    const withOptimizer = options.optimizer ?? true;
+    const m = paramsFromData(this.config, withOptimizer ? sub("adam.m.") : zeros());
+    const v = paramsFromData(this.config, withOptimizer ? sub("adam.v.") : zeros());
     tree.dispose(this.params);
     tree.dispose(this.adam.m);
     tree.dispose(this.adam.v);
     if (this.grads) tree.dispose(this.grads);
     this.grads = null;
     this.params = params;
-    this.adam = { step: Number(meta.adamStep ?? 0), m, v };
+    this.adam = { step: withOptimizer ? Number(meta.adamStep ?? 0) : 0, m, v };
     await this.refreshHostTables();
   }
 

@@ -1,14 +1,21 @@
 /**
  * `TinkerBackend`: the `TrainingBackend` interface over the Tinker training API, so the RL loop trains a model on
  * hosted Tinker, SkyRL's Tinker server, TuFT, verl-tinker or `arl serve trainer` without changing a line.
- * Mapping (Tinker Python SDK's `TrainingClient` / `SamplingClient`):
- * - `forwardBackward` → `forward_backward` (our normalisation folded into the data: `toWireDatums`), metrics with
- *   their `:sum`/`:mean` suffixes dropped (`loss:sum` → `loss`);
- * - `computeLogprobs` → `forward` (the `logprobs` output);
- * - `optimStep` → `optim_step` with every Adam field explicit (our defaults, not the server's);
- * - `samplingClient` → after an update, `save_weights_for_sampler` + `create_sampling_session` (once per weights
- *   version, lazily on the first sample), then `asample` per call;
- * - `save`/`load` → `save_weights`/`load_weights`, with a pointer file `tinker.json` in the checkpoint folder.
+ * Mapping (Tinker Python SDK 0.25's `ServiceClient` / `TrainingClient` / `SamplingClient`, thinking-machines-lab/tinker
+ * @ d595dc2ba62a1494aa0f452fe1d0dbb7b321b870, `src/tinker/lib/public_interfaces/*.py`):
+ * - `create` → `client/config` (the server's flags; absent on JSON-only servers), `create_session {tags,
+ *   user_metadata, sdk_version}`, `create_model {session_id, model_seq_id, base_model, lora_config}`;
+ * - every training request of a model carries `seq_id` 1, 2, 3, … in submission order (the SDK's `request_id + 1`),
+ *   sent one at a time, each retried with the same `seq_id` and idempotency key (`client.ts`);
+ * - `forwardBackward` → `forward_backward` (protobuf or JSON, `wire.ts` / `proto.ts`), our normalisation folded into
+ *   the data (`toWireDatums`); the loss from `loss:sum`, SkyRL's `total_loss:sum`, or — when a server sends neither —
+ *   recomputed here from the returned logprobs (`lossFromLogprobs`), so a non-finite loss is always seen;
+ * - `computeLogprobs` → `forward_backward` with `forward_only` (protobuf; SDK 0.25 has no `/forward`), or
+ *   `forward {forward_input}` on JSON servers;
+ * - `optimStep` → `optim_step` with every Adam field explicit (servers that ignore some are warned about by name);
+ * - `samplingClient` → `save_weights_for_sampler` + `create_sampling_session` once per weights version, then `asample`;
+ * - `save`/`load` → `save_weights`/`load_weights {optimizer: true}` with a pointer file `tinker.json`; a load on a
+ *   model that has already trained goes to a fresh model (SkyRL refuses a second load on one model).
  */
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -24,8 +31,16 @@ import type {
   SamplingClient,
   TrainingBackend,
 } from "../types.ts";
-import { TinkerClient, type TinkerClientOptions } from "./client.ts";
-import { ppoLossConfig, toWireDatums, type WireForwardBackwardOutput, type WireSampleResponse } from "./wire.ts";
+import { TinkerApiError, TinkerClient, type TinkerClientOptions } from "./client.ts";
+import { PROTO_CONTENT_TYPE, decodeForwardBackwardOutput, decodeSampleResponse, encodeForwardBackwardRequest } from "./proto.ts";
+import { FAMILIES, detectFamily, type TinkerServerFamily } from "./families.ts";
+import { lossFromLogprobs, ppoLossConfig, toWireDatums, type WireDatum, type WireForwardBackwardOutput, type WireFuture, type WireSampleResponse } from "./wire.ts";
+
+/** The SDK version whose wire this client speaks (servers resolve feature flags by it: `ClientConfigRequest`). */
+export const TINKER_SDK_WIRE_VERSION = "0.25.0";
+
+/** Body encoding of `forward_backward` and its results: `auto` = the server family's (`families.ts`), switched on a 415. */
+export type TinkerWire = "auto" | "json" | "protobuf";
 
 /** Options of a `TinkerBackend`. */
 export interface TinkerBackendOptions extends TinkerClientOptions {
@@ -33,10 +48,18 @@ export interface TinkerBackendOptions extends TinkerClientOptions {
   baseModel: string;
   /** LoRA rank (hosted Tinker trains LoRA adapters; `arl serve trainer` accepts and ignores it). */
   loraRank?: number;
-  /** Send `stopStrings` to the server (default true); false = stop ids only, the caller cuts at the strings (SkyRL). */
+  /** Send `stopStrings` to the server (default: the server family's support); false = stop ids only, cut here. */
   sendStopStrings?: boolean;
-  /** Datums per `forward_backward` request (default 128, the SDK's chunk size); larger batches are split. */
+  /** Datums per `forward_backward` request (default 128; never above the server's `fwdbwd_max_chunk_len`). */
   maxDatumsPerRequest?: number;
+  /** Body encoding (default `auto`). */
+  wire?: TinkerWire;
+  /** The server family, for its known differences (default `auto`: detected, `families.ts`). */
+  server?: TinkerServerFamily | "auto";
+  /** Called once per server difference that changes what a run means (default: `console.warn`). */
+  onWarning?: (message: string) => void;
+  /** Run metadata sent as `user_metadata` with the session and the model (strings only). */
+  userMetadata?: Record<string, string>;
 }
 
 /** The pointer `save` writes: where the weights live on the server. */
@@ -55,59 +78,148 @@ export class TinkerBackend implements TrainingBackend {
   private version = 0;
   private sampler: { version: number; ready: Promise<string> } | undefined;
   private sampleSeq = 0;
+  /** The next `seq_id` of this model's training requests (the SDK's `request_id + 1`: 1, 2, …). */
+  private seq = 1;
+  /** Training requests chain here so their `seq_id`s reach the server in order. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly warned = new Set<string>();
 
   private constructor(
     readonly client: TinkerClient,
-    readonly modelId: string,
+    public modelId: string,
     private readonly options: TinkerBackendOptions,
+    /** The detected (or configured) server family. */
+    readonly family: TinkerServerFamily,
+    private wire: "json" | "protobuf",
+    private readonly maxChunk: number,
+    private readonly counters: { model: number; sampling: number },
   ) {}
 
   /**
-   * Opens a session and creates the model (`create_model` with `lora_config.rank`).
+   * Reads the server's flags, opens a session and creates the model.
    * @throws TinkerApiError when the server is unreachable, the key is wrong or the base model is unknown
    */
   static async create(options: TinkerBackendOptions): Promise<TinkerBackend> {
-    const client = new TinkerClient(options);
-    const session = await client.createSession();
-    const created = await client.call<{ request_id: string; model_id?: string }>("create_model", {
+    let client = new TinkerClient(options);
+    const config = await client.clientConfig(TINKER_SDK_WIRE_VERSION);
+    const family = options.server && options.server !== "auto" ? options.server : await detectFamily(client, config);
+    const traits = FAMILIES[family];
+    // Each poll outlives the server's own hold, so its try_again / 408 arrives instead of a cut connection.
+    if (options.pollTimeoutMs === undefined) client = new TinkerClient({ ...options, pollTimeoutMs: Math.max(45_000, traits.pollHoldMs + 15_000) });
+    const wire = options.wire && options.wire !== "auto" ? options.wire : traits.wire;
+    const chunkLimit = typeof config?.fwdbwd_max_chunk_len === "number" && config.fwdbwd_max_chunk_len > 0 ? config.fwdbwd_max_chunk_len : Infinity;
+    const session = await client.createSession({ sdkVersion: TINKER_SDK_WIRE_VERSION, userMetadata: options.userMetadata });
+    const counters = { model: 0, sampling: 0 };
+    const modelId = await TinkerBackend.createModel(client, session, counters, options);
+    const backend = new TinkerBackend(client, modelId, options, family, wire, Math.min(options.maxDatumsPerRequest ?? 128, chunkLimit), counters);
+    backend.warnAtStart();
+    return backend;
+  }
+
+  private static async createModel(client: TinkerClient, session: string, counters: { model: number }, options: TinkerBackendOptions): Promise<string> {
+    const body = {
       session_id: session,
+      model_seq_id: counters.model++,
       base_model: options.baseModel,
+      user_metadata: options.userMetadata ?? {},
       lora_config: { rank: options.loraRank ?? 32 },
       type: "create_model",
-    });
-    const done = await client.result<{ model_id?: string }>(created);
+    };
+    const send = async () => JSON.parse(new TextDecoder().decode((await client.send("create_model", { body })).body)) as WireFuture & { model_id?: string };
+    const created = await send();
+    const done = await client.result<{ model_id?: string }>(created, { type: "CreateModel", resubmit: send });
     const modelId = done.model_id ?? created.model_id;
     if (!modelId) throw new Error(`tinker create_model: the server returned no model_id (${JSON.stringify(done)})`);
-    return new TinkerBackend(client, modelId, options);
+    return modelId;
+  }
+
+  private warn(key: string, message: string): void {
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    (this.options.onWarning ?? ((m: string) => console.warn(`warning: ${m}`)))(message);
+  }
+
+  /** The differences of this server family that change what a run means, named once at start. */
+  private warnAtStart(): void {
+    for (const note of FAMILIES[this.family].startNotes) this.warn(note.slice(0, 40), `tinker server (${this.family}): ${note}`);
+  }
+
+  /** Runs `work` with the next `seq_id`, after every earlier training request of this model was accepted. */
+  private sequenced<T>(work: (seqId: number) => Promise<T>): Promise<T> {
+    const seqId = this.seq++;
+    const run = this.queue.then(() => work(seqId));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  /** One `forward_backward` chunk (or `forward` on a JSON server) → its output. */
+  private async fwdbwd(data: WireDatum[], lossFn: LossFnName | "cross_entropy", lossFnConfig: Record<string, number> | undefined, forwardOnly: boolean): Promise<WireForwardBackwardOutput> {
+    const input = { data, loss_fn: lossFn, loss_fn_config: lossFnConfig };
+    return this.sequenced(async (seqId) => {
+      for (let attempt = 0; ; attempt++) {
+        const wire = this.wire;
+        let send: () => Promise<WireFuture>;
+        if (wire === "protobuf") {
+          const bytes = encodeForwardBackwardRequest({ model_id: this.modelId, seq_id: seqId, forward_backward_input: input, forward_only: forwardOnly });
+          send = async () => parseFuture(await this.client.send("forward_backward", { bytes, contentType: PROTO_CONTENT_TYPE }), "forward_backward");
+        } else if (forwardOnly) {
+          // The SDK's ForwardRequest / ForwardBackwardRequest dataclasses have no `type` field (types/forward_request.py).
+          const body = { model_id: this.modelId, seq_id: seqId, forward_input: input };
+          send = async () => parseFuture(await this.client.send("forward", { body }), "forward");
+        } else {
+          const body = { model_id: this.modelId, seq_id: seqId, forward_backward_input: input };
+          send = async () => parseFuture(await this.client.send("forward_backward", { body }), "forward_backward");
+        }
+        let future: WireFuture;
+        try {
+          future = await send();
+        } catch (e) {
+          // 415: the server wants the other encoding (TuFT refuses JSON here). Switch once, for the rest of the run.
+          if (e instanceof TinkerApiError && e.status === 415 && attempt === 0 && this.options.wire !== "json" && this.options.wire !== "protobuf") {
+            this.wire = wire === "json" ? "protobuf" : "json";
+            this.warn("wire-switch", `tinker server answered 415 to ${wire} forward_backward; using ${this.wire} from now on (set policy.tinker.wire: ${this.wire})`);
+            continue;
+          }
+          throw e;
+        }
+        return this.client.result<WireForwardBackwardOutput>(future, {
+          type: forwardOnly ? "Forward" : "ForwardBackward",
+          accept: wire === "protobuf" ? PROTO_CONTENT_TYPE : undefined,
+          decode: decodeForwardBackwardOutput,
+          resubmit: send,
+        });
+      }
+    });
   }
 
   async forwardBackward(datums: Datum[], lossFn: LossFnName, config: LossConfig = {}): Promise<ForwardBackwardResult> {
     if (datums.length === 0) throw new Error("forwardBackward: empty batch");
     // Normalise over the whole batch first, then split into requests: the gradients of the parts add up.
-    const wire = toWireDatums(datums, lossFn, config);
-    const loss_fn_config = lossFn === "ppo" ? ppoLossConfig(config) : undefined;
-    const max = this.options.maxDatumsPerRequest ?? 128;
+    const traits = FAMILIES[this.family];
+    const wire = toWireDatums(datums, lossFn, config, { rlWeights: traits.rlWeights });
+    const lossFnConfig = lossFn === "ppo" ? ppoLossConfig(config) : undefined;
     let loss = 0;
-    const seen = new Set<string>();
     const weighted: Metrics = {};
+    const seen = new Set<string>();
     let tokens = 0;
     const logprobs: number[][] = [];
-    for (let start = 0; start < wire.length; start += max) {
-      const part = wire.slice(start, start + max);
-      const out = await this.client.submit<WireForwardBackwardOutput>("forward_backward", {
-        model_id: this.modelId,
-        forward_backward_input: { data: part, loss_fn: lossFn, loss_fn_config },
-      });
+    for (let start = 0; start < wire.length; start += this.maxChunk) {
+      const part = wire.slice(start, start + this.maxChunk);
+      const out = await this.fwdbwd(part, lossFn, lossFnConfig, false);
+      const partLogprobs = outputLogprobs(out, part, "forward_backward");
       const m = stripSuffixes(out.metrics);
-      loss += m.loss ?? 0;
-      const partTokens = m.tokens ?? part.length;
+      const serverLoss = out.metrics["loss:sum"] ?? out.metrics["total_loss:sum"] ?? m.loss ?? m.total_loss;
+      if (serverLoss === undefined) this.warn("no-loss", `tinker server (${this.family}) reports no loss metric (loss:sum / total_loss:sum); the loss is recomputed from the returned logprobs`);
+      loss += serverLoss ?? lossFromLogprobs(part, lossFn, lossFnConfig, partLogprobs);
+      // Tokens trained = Σ of the datums' weights (mask), counted here: servers count differently or not at all.
+      const partTokens = datums.slice(start, start + this.maxChunk).reduce((s, d) => s + d.weights.reduce((a, w) => a + (w !== 0 ? 1 : 0), 0), 0);
       tokens += partTokens;
       for (const [k, v] of Object.entries(m)) {
-        if (k === "loss" || k === "tokens") continue;
+        if (k === "loss" || k === "total_loss" || k === "tokens") continue;
         weighted[k] = (weighted[k] ?? 0) + v * partTokens;
         seen.add(k);
       }
-      for (const o of out.loss_fn_outputs) logprobs.push(o.logprobs.data);
+      logprobs.push(...partLogprobs);
     }
     const metrics: Metrics = { tokens };
     for (const k of seen) metrics[k] = tokens > 0 ? weighted[k] / tokens : 0;
@@ -117,30 +229,25 @@ export class TinkerBackend implements TrainingBackend {
   async computeLogprobs(datums: Datum[]): Promise<number[][]> {
     const wire = toWireDatums(datums, "cross_entropy", { normalization: "sum" });
     const out: number[][] = [];
-    const max = this.options.maxDatumsPerRequest ?? 128;
-    for (let start = 0; start < wire.length; start += max) {
-      const r = await this.client.submit<WireForwardBackwardOutput>("forward", {
-        model_id: this.modelId,
-        forward_backward_input: { data: wire.slice(start, start + max), loss_fn: "cross_entropy" },
-      });
-      for (const o of r.loss_fn_outputs) out.push(o.logprobs.data);
+    for (let start = 0; start < wire.length; start += this.maxChunk) {
+      const part = wire.slice(start, start + this.maxChunk);
+      out.push(...outputLogprobs(await this.fwdbwd(part, "cross_entropy", undefined, true), part, "forward"));
     }
     return out;
   }
 
   async optimStep(adam: AdamParams): Promise<Metrics> {
-    const r = await this.client.submit<{ metrics?: Record<string, number> }>("optim_step", {
-      model_id: this.modelId,
-      adam_params: {
-        learning_rate: adam.learningRate,
-        beta1: adam.beta1 ?? ADAM_DEFAULTS.beta1,
-        beta2: adam.beta2 ?? ADAM_DEFAULTS.beta2,
-        eps: adam.eps ?? ADAM_DEFAULTS.eps,
-        weight_decay: adam.weightDecay ?? ADAM_DEFAULTS.weightDecay,
-        grad_clip_norm: adam.gradClip ?? ADAM_DEFAULTS.gradClip,
-      },
-      type: "optim_step",
-    });
+    const adamParams = {
+      learning_rate: adam.learningRate,
+      beta1: adam.beta1 ?? ADAM_DEFAULTS.beta1,
+      beta2: adam.beta2 ?? ADAM_DEFAULTS.beta2,
+      eps: adam.eps ?? ADAM_DEFAULTS.eps,
+      weight_decay: adam.weightDecay ?? ADAM_DEFAULTS.weightDecay,
+      grad_clip_norm: adam.gradClip ?? ADAM_DEFAULTS.gradClip,
+    };
+    const ignored = FAMILIES[this.family].ignoredAdam.filter((k) => k !== "learning_rate" && adamParams[k as keyof typeof adamParams] !== DEFAULT_ADAM_WIRE[k as keyof typeof DEFAULT_ADAM_WIRE]);
+    if (ignored.length > 0) this.warn("adam", `tinker server (${this.family}) ignores adam_params ${ignored.join(", ")} (set here to ${ignored.map((k) => adamParams[k as keyof typeof adamParams]).join(", ")}); its own optimizer settings apply`);
+    const r = await this.sequenced((seqId) => this.client.submit<{ metrics?: Record<string, number> }>("optim_step", { model_id: this.modelId, seq_id: seqId, adam_params: adamParams, type: "optim_step" }, "OptimStep"));
     this.version++;
     return stripSuffixes(r.metrics ?? {});
   }
@@ -155,15 +262,23 @@ export class TinkerBackend implements TrainingBackend {
     return {
       sample: async (promptTokens: number[], options: SampleOptions): Promise<SampledSequence[]> => {
         const sessionId = await session();
-        const useStrings = (this.options.sendStopStrings ?? true) && options.stopStrings !== undefined && options.stopStrings.length > 0;
+        const sendStrings = this.options.sendStopStrings ?? FAMILIES[this.family].stopStrings;
+        const useStrings = sendStrings && options.stopStrings !== undefined && options.stopStrings.length > 0;
         const stop = useStrings ? options.stopStrings : options.stop;
-        const r = await this.client.submit<WireSampleResponse>("asample", {
+        const body = {
           sampling_session_id: sessionId,
           seq_id: this.sampleSeq++,
           num_samples: options.n,
           prompt: { chunks: [{ type: "encoded_text", tokens: promptTokens }] },
-          sampling_params: { max_tokens: options.maxTokens, temperature: options.temperature, seed: options.seed, stop: stop ?? null },
+          sampling_params: { max_tokens: options.maxTokens, temperature: options.temperature, seed: options.seed, stop: stop ?? null, top_k: -1, top_p: 1 },
           type: "sample",
+        };
+        const send = async () => parseFuture(await this.client.send("asample", { body }), "asample");
+        const r = await this.client.result<WireSampleResponse>(await send(), {
+          type: "Sample",
+          accept: this.wire === "protobuf" ? PROTO_CONTENT_TYPE : undefined,
+          decode: decodeSampleResponse,
+          resubmit: send,
         });
         return r.sequences.map((s) => ({
           tokens: s.tokens,
@@ -175,14 +290,12 @@ export class TinkerBackend implements TrainingBackend {
   }
 
   private async openSamplingSession(version: number): Promise<string> {
-    const saved = await this.client.submit<{ path: string }>("save_weights_for_sampler", {
-      model_id: this.modelId,
-      path: `sampler-v${version}`,
-      type: "save_weights_for_sampler",
-    });
+    const saved = await this.sequenced((seqId) =>
+      this.client.submit<{ path: string }>("save_weights_for_sampler", { model_id: this.modelId, path: `sampler-v${version}`, seq_id: seqId, type: "save_weights_for_sampler" }, "SaveWeightsForSampler"),
+    );
     const r = await this.client.call<{ sampling_session_id: string }>("create_sampling_session", {
       session_id: this.client.sessionId,
-      sampling_session_seq_id: version,
+      sampling_session_seq_id: this.counters.sampling++,
       model_path: saved.path,
       type: "create_sampling_session",
     });
@@ -192,7 +305,7 @@ export class TinkerBackend implements TrainingBackend {
   /** Saves weights + optimizer state on the server and writes the pointer `dir/tinker.json`. @throws TinkerApiError */
   async save(dir: string): Promise<void> {
     const name = `ckpt-${process.pid}-${Date.now().toString(36)}-${++saveCounter}`;
-    const r = await this.client.submit<{ path: string }>("save_weights", { model_id: this.modelId, path: name, type: "save_weights" });
+    const r = await this.sequenced((seqId) => this.client.submit<{ path: string }>("save_weights", { model_id: this.modelId, path: name, seq_id: seqId, type: "save_weights" }, "SaveWeights"));
     const pointer: TinkerCheckpointPointer = { baseUrl: this.client.baseUrl, baseModel: this.options.baseModel, modelId: this.modelId, path: r.path };
     mkdirSync(dir, { recursive: true });
     const file = join(dir, "tinker.json");
@@ -200,7 +313,12 @@ export class TinkerBackend implements TrainingBackend {
     renameSync(`${file}.tmp`, file);
   }
 
-  /** Loads the weights `dir/tinker.json` points at. @throws Error naming the file when it is missing or malformed */
+  /**
+   * Loads the weights and optimizer state `dir/tinker.json` points at. A model that has already received training
+   * requests is replaced by a fresh one first (SkyRL refuses a second load on one model; the SDK loads only right
+   * after `create_model`, `seq_id` 1).
+   * @throws Error naming the file when it is missing or malformed; TinkerApiError when the server refuses the load
+   */
   async load(dir: string): Promise<void> {
     const file = join(dir, "tinker.json");
     if (!existsSync(file)) throw new Error(`checkpoint ${dir}: missing tinker.json (not saved by a Tinker backend)`);
@@ -210,8 +328,14 @@ export class TinkerBackend implements TrainingBackend {
     } catch (e) {
       throw new Error(`checkpoint ${file}: not valid JSON (${(e as Error).message})`);
     }
-    if (typeof pointer.path !== "string") throw new Error(`checkpoint ${file}: missing "path" (tinker://…)`);
-    await this.client.submit("load_weights", { model_id: this.modelId, path: pointer.path, type: "load_weights" });
+    if (typeof pointer.path !== "string" || !pointer.path.startsWith("tinker://")) throw new Error(`checkpoint ${file}: "path" must be a tinker:// path, got ${JSON.stringify(pointer.path)}`);
+    await this.queue;
+    if (this.seq > 1) {
+      this.modelId = await TinkerBackend.createModel(this.client, this.client.sessionId!, this.counters, this.options);
+      this.seq = 1;
+      this.sampler = undefined;
+    }
+    await this.sequenced((seqId) => this.client.submit("load_weights", { model_id: this.modelId, path: pointer.path, seq_id: seqId, optimizer: true, type: "load_weights" }, "LoadWeights"));
     this.version++;
   }
 
@@ -219,6 +343,31 @@ export class TinkerBackend implements TrainingBackend {
   close(): void {
     this.client.close();
   }
+}
+
+/** The SDK's `AdamParams` defaults (`types/optim_step_request.py`): what a server that ignores a field applies. */
+const DEFAULT_ADAM_WIRE = { learning_rate: 1e-4, beta1: 0.9, beta2: 0.95, eps: 1e-12, weight_decay: 0, grad_clip_norm: 0 };
+
+function parseFuture(res: { body: Uint8Array }, path: string): WireFuture {
+  const text = new TextDecoder().decode(res.body);
+  try {
+    const f = JSON.parse(text) as WireFuture;
+    if (typeof f.request_id !== "string") throw new Error("no request_id");
+    return f;
+  } catch (e) {
+    throw new TinkerApiError(200, path, `expected a future {request_id}, got ${text.slice(0, 200)} (${(e as Error).message})`);
+  }
+}
+
+/** The per-datum `logprobs` of an output, checked against the request. @throws Error on a count or length mismatch */
+function outputLogprobs(out: WireForwardBackwardOutput, part: WireDatum[], path: string): number[][] {
+  if (out.loss_fn_outputs.length !== part.length) throw new Error(`tinker ${path}: ${out.loss_fn_outputs.length} outputs for ${part.length} datums`);
+  return out.loss_fn_outputs.map((o, i) => {
+    const lp = o.logprobs?.data;
+    const n = part[i].loss_fn_inputs.target_tokens.data.length;
+    if (!lp || lp.length !== n) throw new Error(`tinker ${path}: datum ${i}: ${lp ? `${lp.length} logprobs` : "no logprobs"} for ${n} target tokens`);
+    return lp;
+  });
 }
 
 /** `{"loss:sum": 1, "kl:mean": 2}` → `{loss: 1, kl: 2}`. */

@@ -50,12 +50,23 @@ export const ForwardBackwardInput = z.object({
 });
 export type ForwardBackwardInput = z.infer<typeof ForwardBackwardInput>;
 
-/** `POST /api/v1/forward_backward` and `/api/v1/forward` bodies. */
-export const ForwardBackwardRequest = z.object({
-  model_id: z.string().min(1),
-  forward_backward_input: ForwardBackwardInput,
-  seq_id: z.number().int().nullish(),
-});
+/**
+ * `POST /api/v1/forward_backward` (JSON form; SDK 0.25 sends it as protobuf, `proto.ts`) and `/api/v1/forward` bodies.
+ * The input is `forward_backward_input`, or `forward_input` (the SDK's `ForwardRequest`, `types/forward_request.py`);
+ * `forward_only` is the SDK 0.25 flag that makes `forward_backward` a forward pass.
+ */
+export const ForwardBackwardRequest = z
+  .object({
+    model_id: z.string().min(1),
+    forward_backward_input: ForwardBackwardInput.optional(),
+    forward_input: ForwardBackwardInput.optional(),
+    seq_id: z.number().int().nullish(),
+    forward_only: z.boolean().optional(),
+  })
+  .refine((r) => (r.forward_backward_input === undefined) !== (r.forward_input === undefined), {
+    message: "give exactly one of forward_backward_input and forward_input",
+  })
+  .transform((r) => ({ model_id: r.model_id, seq_id: r.seq_id ?? null, forward_only: r.forward_only ?? false, forward_backward_input: (r.forward_backward_input ?? r.forward_input)! }));
 
 /** Tinker's `AdamParams` (+ `weight_decay`, `grad_clip_norm` as newer SDKs send them). */
 export const AdamParamsWire = z.object({
@@ -132,11 +143,40 @@ export interface WireRequestFailed {
   category: "user" | "server" | "unknown";
 }
 
-/** `FutureResponse` of every asynchronous endpoint. */
+/** `UntypedAPIFuture`, the answer of every asynchronous endpoint (`types/shared/untyped_api_future.py`). */
 export interface WireFuture {
   request_id: string;
+  model_id?: string | null;
   future_id?: string;
   status?: string;
+}
+
+/**
+ * The loss a server computes, recomputed from the logprobs it returned (current policy, pre-update) — for servers
+ * that report no loss metric. Same sums as Tinker's losses on the data as sent (normalisation already folded in):
+ * `cross_entropy` Σ −wₜ·lpₜ; `importance_sampling` Σ −exp(lpₜ − oldₜ)·Aₜ; `ppo` Σ −min(rₜAₜ, clip(rₜ, lo, hi)·Aₜ).
+ * @param data `[batch]` wire datums; `logprobs` `[batch][seq-1]` nats
+ */
+export function lossFromLogprobs(data: readonly WireDatum[], lossFn: string, lossFnConfig: Record<string, number> | undefined, logprobs: readonly number[][]): number {
+  const lo = lossFnConfig?.clip_low_threshold ?? 0.8;
+  const hi = lossFnConfig?.clip_high_threshold ?? 1.2;
+  let loss = 0;
+  data.forEach((d, i) => {
+    const lp = logprobs[i];
+    if (lossFn === "cross_entropy") {
+      const w = d.loss_fn_inputs.weights?.data;
+      lp.forEach((x, t) => (loss -= (w ? w[t] : 1) * x));
+      return;
+    }
+    const old = d.loss_fn_inputs.logprobs?.data ?? [];
+    const adv = d.loss_fn_inputs.advantages?.data ?? [];
+    lp.forEach((x, t) => {
+      const r = Math.exp(x - old[t]);
+      const a = adv[t];
+      loss -= lossFn === "ppo" ? Math.min(r * a, Math.min(hi, Math.max(lo, r)) * a) : r * a;
+    });
+  });
+  return loss;
 }
 
 /** The absolute ratio clip bounds Tinker's `ppo` takes, from our ε-style `clipLow`/`clipHigh` (default 0.2/0.2). */
@@ -152,7 +192,7 @@ export function ppoLossConfig(config: LossConfig): Record<string, number> {
  * @throws Error when `klCoef > 0` (the Tinker API has no KL term; use the KL monitor or fold KL into rewards), or
  *   when an RL loss lacks logprobs/advantages
  */
-export function toWireDatums(datums: readonly Datum[], lossFn: LossFnName, config: LossConfig = {}): WireDatum[] {
+export function toWireDatums(datums: readonly Datum[], lossFn: LossFnName, config: LossConfig = {}, options: { rlWeights?: boolean } = {}): WireDatum[] {
   if ((config.klCoef ?? 0) > 0) {
     throw new Error("tinker backend: the Tinker API's losses have no KL term; set rl.klCoef 0 (hack/kl_ref still monitors the KL)");
   }
@@ -166,14 +206,16 @@ export function toWireDatums(datums: readonly Datum[], lossFn: LossFnName, confi
   }
   const rl = lossFn !== "cross_entropy";
   return datums.map((d, i) => {
-    const inputs: Record<string, TensorData> = {
-      target_tokens: { data: d.targetTokens, dtype: "int64" },
-      weights: { data: rl ? d.weights : d.weights.map((w) => w * scale), dtype: "float32" },
-    };
-    if (rl) {
+    const inputs: Record<string, TensorData> = { target_tokens: { data: d.targetTokens, dtype: "int64" } };
+    if (!rl) inputs.weights = { data: d.weights.map((w) => w * scale), dtype: "float32" };
+    else {
       if (!d.logprobs || !d.advantages) throw new Error(`datum ${i}: loss "${lossFn}" needs logprobs and advantages`);
       inputs.logprobs = { data: d.logprobs, dtype: "float32" };
-      inputs.advantages = { data: d.advantages.map((a) => a * scale), dtype: "float32" };
+      // The mask is folded into the advantages (the RL losses are linear in A, so A·w·scale masks and normalises):
+      // Tinker's RL losses take target_tokens, logprobs and advantages only (docs "Loss functions").
+      inputs.advantages = { data: d.advantages.map((a, t) => a * d.weights[t] * scale), dtype: "float32" };
+      // `weights` only to servers that read it for the per-token metrics (arl serve trainer, `rlWeights`).
+      if (options.rlWeights) inputs.weights = { data: d.weights, dtype: "float32" };
     }
     return { model_input: { chunks: [{ type: "encoded_text", tokens: d.modelInput }] }, loss_fn_inputs: inputs };
   });

@@ -1,0 +1,108 @@
+/**
+ * A long run over the Tinker API survives what long runs meet: the server dies mid-run (the run stops with the
+ * reason; `--resume` on a restarted server continues from the last `tinker://` checkpoint, and the metrics equal an
+ * uninterrupted run's), and a response lost in transit (the retry carries the same `seq_id` and idempotency key, so
+ * the server answers the first request's future instead of applying the update twice).
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { TinkerBackend } from "../src/policy/tinker/backend.ts";
+import { listen, type RunningServer } from "../src/serve/http.ts";
+import { trainerApp } from "../src/serve/trainer.ts";
+import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
+import { runExperiment, setup, silentReporter, type Reporter } from "../src/train/experiment.ts";
+
+const root = mkdtempSync(join(tmpdir(), "arl-tinker-restart-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const base = resolveConfig(applyOverrides({}, {
+  ...SMOKE_OVERRIDES, "run.dir": root, "rl.steps": "4", "run.checkpointEvery": "1",
+  "policy.backend": "tinker", "policy.tinker.baseModel": "arl/init", "policy.tinker.retryForMs": "1500",
+}));
+const s = setup(base);
+const serve = (dir: string, port?: number, hook?: (app: ReturnType<typeof trainerApp>) => void): Promise<RunningServer> => {
+  const app = trainerApp({ baseModels: [{ name: "arl/init", gpt: s.gpt, tokenizer: s.tokenizer, seed: base.run.seed }], dir: join(root, dir), longPollMs: 500 });
+  hook?.(app);
+  return listen(app, { port });
+};
+const withUrl = (name: string, url: string) => ({ ...base, run: { ...base.run, name }, policy: { ...base.policy, tinker: { ...base.policy.tinker, baseUrl: url } } });
+const metricsOf = (name: string) => readFileSync(join(root, name, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+
+describe("a run over the Tinker API when the server restarts", () => {
+  it("stops with the reason, resumes from the last tinker:// checkpoint on the restarted server, and ends as an uninterrupted run", async () => {
+    const straight = await serve("served-straight");
+    try {
+      await runExperiment(withUrl("straight", straight.url), silentReporter, { overwrite: true });
+    } finally {
+      await straight.close();
+    }
+
+    const first = await serve("served");
+    const port = Number(new URL(first.url).port);
+    // The server process dies after RL step 2 (connections cut, nothing flushed).
+    const crashAfterStep2: Reporter = {
+      log: () => {},
+      bar: (label) => ({
+        update: (n: number) => {
+          if (label.startsWith("RL") && n === 2) {
+            first.app.server.close();
+            first.app.server.closeAllConnections();
+          }
+        },
+        stop: () => {},
+      }),
+    };
+    const config = withUrl("restarted", first.url);
+    await expect(runExperiment(config, crashAfterStep2, { overwrite: true })).rejects.toThrow(/tinker .*no response.*ECONNREFUSED|tinker .*no response/);
+
+    const second = await serve("served", port); // same --dir: the saved weights outlive the process
+    try {
+      await runExperiment(config, silentReporter, { overwrite: false, resume: true });
+    } finally {
+      await second.close();
+    }
+    const [a, b] = [metricsOf("straight"), metricsOf("restarted")];
+    expect(b.map((m) => m.step)).toEqual(a.map((m) => m.step));
+    for (const [i, m] of a.entries()) {
+      for (const [k, v] of Object.entries(m)) {
+        if (typeof v !== "number" || /time|_ms$|wall|sec/.test(k)) continue;
+        expect(Math.abs(b[i][k] - v), `step ${m.step} ${k}`).toBeLessThanOrEqual(1e-6 * Math.max(1, Math.abs(v)));
+      }
+    }
+  }, 240_000);
+});
+
+describe("a response lost in transit", () => {
+  it("is retried with the same seq_id and idempotency key, and the update is applied once", async () => {
+    let dropped = 0;
+    let optimSteps = 0;
+    const srv = await serve("served-lost", undefined, (app) =>
+      app.addHook("onSend", async (req, _reply, payload) => {
+        if (req.url.endsWith("/optim_step")) {
+          optimSteps++;
+          if (dropped === 0) {
+            dropped++;
+            req.raw.socket.destroy(); // the server accepted it; the client never hears back
+          }
+        }
+        return payload;
+      }),
+    );
+    try {
+      const be = await TinkerBackend.create({ baseUrl: srv.url, baseModel: "arl/init", backoffMs: 20 });
+      const datum = { modelInput: [5, 6, 7], targetTokens: [6, 7, 8], weights: [1, 1, 1] };
+      await be.forwardBackward([datum], "cross_entropy");
+      const before = await be.computeLogprobs([datum]);
+      const m = await be.optimStep({ learningRate: 1e-2 });
+      expect(m.step).toBe(1); // one Adam step, not two
+      expect(optimSteps).toBe(2); // the lost answer and its retry…
+      const after = await be.computeLogprobs([datum]);
+      expect(after[0]).not.toEqual(before[0]); // …and the weights moved once
+      be.close();
+    } finally {
+      await srv.close();
+    }
+  }, 60_000);
+});
