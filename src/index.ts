@@ -109,6 +109,13 @@ export { createBackend, closeBackend } from "./train/backends.ts";
 export { EmbeddedBackend, SAMPLER_ENGINES } from "./policy/embedded/backend.ts";
 export type { EmbeddedBackendOptions, SamplerEngine } from "./policy/embedded/backend.ts";
 export type { GPTConfig } from "./policy/embedded/gpt.ts";
+/** A model on any Tinker-API server (hosted Tinker, SkyRL, TuFT, verl-tinker, `arl serve trainer`): client, families, wire. */
+export { TinkerBackend, TINKER_SDK_WIRE_VERSION } from "./policy/tinker/backend.ts";
+export type { TinkerBackendOptions, TinkerCheckpointPointer, TinkerWire } from "./policy/tinker/backend.ts";
+export { TinkerClient, TinkerApiError } from "./policy/tinker/client.ts";
+export type { TinkerClientOptions } from "./policy/tinker/client.ts";
+export { FAMILIES as TINKER_SERVER_FAMILIES, detectFamily as detectTinkerServerFamily } from "./policy/tinker/families.ts";
+export type { TinkerServerFamily, FamilyTraits as TinkerServerTraits } from "./policy/tinker/families.ts";
 /** The backend boundary, shaped like the Tinker training API. */
 export type {
   LossFnName,

@@ -106,3 +106,42 @@ describe("a response lost in transit", () => {
     }
   }, 60_000);
 });
+
+describe("arl serve trainer answers retries and failures as the SDK expects", () => {
+  it("gives a training request repeated with its seq_id (a new idempotency key) the first one's future; a failed request is a 200 RequestFailedResponse", async () => {
+    const srv = await serve("served-seq");
+    const post = async (path: string, body: unknown, key: string) => {
+      const res = await fetch(`${srv.url}/api/v1/${path}`, { method: "POST", headers: { "content-type": "application/json", "x-idempotency-key": key }, body: JSON.stringify(body) });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+    const wait = async (id: unknown) => (await post("retrieve_future", { request_id: id }, `poll-${String(id)}`)).json;
+    try {
+      const session = (await post("create_session", { tags: [], user_metadata: {}, sdk_version: "0.25.0", type: "create_session" }, "k1")).json.session_id;
+      const created = (await post("create_model", { session_id: session, model_seq_id: 0, base_model: "arl/init", lora_config: { rank: 8 }, type: "create_model" }, "k2")).json;
+      // create_model sent again (the SDK's execute_with_retries makes a new key) → the same model, not a second one
+      expect((await post("create_model", { session_id: session, model_seq_id: 0, base_model: "arl/init", lora_config: { rank: 8 }, type: "create_model" }, "k3")).json.model_id).toBe(created.model_id);
+      const model_id = created.model_id;
+      const optim = { model_id, seq_id: 1, adam_params: { learning_rate: 0.01, beta1: 0.9, beta2: 0.95, eps: 1e-12, weight_decay: 0, grad_clip_norm: 0 }, type: "optim_step" };
+      const a = (await post("optim_step", optim, "k4")).json;
+      const b = (await post("optim_step", optim, "k5")).json;
+      expect(b.request_id).toBe(a.request_id);
+      // (an optim_step before any forward_backward has no gradients: a failed request, as a 200 body)
+      const noGrads = await wait(a.request_id);
+      expect(Object.keys(noGrads).sort()).toEqual(["category", "error"]);
+      expect((await post("optim_step", { ...optim, seq_id: 0 }, "k6")).status).toBe(400);
+      // A request that fails while it runs: its checkpoint files were damaged after saving.
+      const saved = (await wait((await post("save_weights", { model_id, path: "ckpt", seq_id: 2, type: "save_weights" }, "k7")).json.request_id)) as { path: string };
+      const { readdirSync, writeFileSync } = await import("node:fs");
+      const dir = join(root, "served-seq", String(model_id), "weights", "ckpt");
+      for (const f of readdirSync(dir)) if (f.endsWith(".bin") || f.endsWith(".safetensors")) writeFileSync(join(dir, f), "damaged");
+      const load = (await post("load_weights", { model_id, path: saved.path, seq_id: 3, optimizer: true, type: "load_weights" }, "k8")).json;
+      const res = await fetch(`${srv.url}/api/v1/retrieve_future`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ request_id: load.request_id }) });
+      expect(res.status).toBe(200);
+      const failed = (await res.json()) as { error: string; category: string };
+      expect(failed.category).toBe("server");
+      expect(failed.error).toMatch(/checkpoint|checksum|ckpt/i);
+    } finally {
+      await srv.close();
+    }
+  }, 60_000);
+});

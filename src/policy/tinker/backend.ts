@@ -78,6 +78,7 @@ export class TinkerBackend implements TrainingBackend {
   private version = 0;
   private sampler: { version: number; ready: Promise<string> } | undefined;
   private sampleSeq = 0;
+  private samplerExports = 0;
   /** The next `seq_id` of this model's training requests (the SDK's `request_id + 1`: 1, 2, …). */
   private seq = 1;
   /** Training requests chain here so their `seq_id`s reach the server in order. */
@@ -175,7 +176,9 @@ export class TinkerBackend implements TrainingBackend {
           future = await send();
         } catch (e) {
           // 415: the server wants the other encoding (TuFT refuses JSON here). Switch once, for the rest of the run.
-          if (e instanceof TinkerApiError && e.status === 415 && attempt === 0 && this.options.wire !== "json" && this.options.wire !== "protobuf") {
+          // A 404 on the JSON /forward: a server with only SDK 0.25's forward_only (TuFT, hosted Tinker).
+          const noForward = e instanceof TinkerApiError && e.status === 404 && forwardOnly && wire === "json";
+          if (e instanceof TinkerApiError && (e.status === 415 || noForward) && attempt === 0 && this.options.wire !== "json" && this.options.wire !== "protobuf") {
             this.wire = wire === "json" ? "protobuf" : "json";
             this.warn("wire-switch", `tinker server answered 415 to ${wire} forward_backward; using ${this.wire} from now on (set policy.tinker.wire: ${this.wire})`);
             continue;
@@ -199,30 +202,25 @@ export class TinkerBackend implements TrainingBackend {
     const wire = toWireDatums(datums, lossFn, config, { rlWeights: traits.rlWeights });
     const lossFnConfig = lossFn === "ppo" ? ppoLossConfig(config) : undefined;
     let loss = 0;
-    const weighted: Metrics = {};
-    const seen = new Set<string>();
     let tokens = 0;
     const logprobs: number[][] = [];
+    const parts: Array<{ metrics: Record<string, number>; datums: number }> = [];
     for (let start = 0; start < wire.length; start += this.maxChunk) {
       const part = wire.slice(start, start + this.maxChunk);
       const out = await this.fwdbwd(part, lossFn, lossFnConfig, false);
       const partLogprobs = outputLogprobs(out, part, "forward_backward");
-      const m = stripSuffixes(out.metrics);
-      const serverLoss = out.metrics["loss:sum"] ?? out.metrics["total_loss:sum"] ?? m.loss ?? m.total_loss;
+      const serverLoss = out.metrics["loss:sum"] ?? out.metrics["total_loss:sum"] ?? out.metrics.loss;
       if (serverLoss === undefined) this.warn("no-loss", `tinker server (${this.family}) reports no loss metric (loss:sum / total_loss:sum); the loss is recomputed from the returned logprobs`);
       loss += serverLoss ?? lossFromLogprobs(part, lossFn, lossFnConfig, partLogprobs);
-      // Tokens trained = Σ of the datums' weights (mask), counted here: servers count differently or not at all.
-      const partTokens = datums.slice(start, start + this.maxChunk).reduce((s, d) => s + d.weights.reduce((a, w) => a + (w !== 0 ? 1 : 0), 0), 0);
-      tokens += partTokens;
-      for (const [k, v] of Object.entries(m)) {
-        if (k === "loss" || k === "total_loss" || k === "tokens") continue;
-        weighted[k] = (weighted[k] ?? 0) + v * partTokens;
-        seen.add(k);
-      }
+      // Tokens trained = the datums' non-zero weights (mask), counted here: servers count differently or not at all.
+      tokens += datums.slice(start, start + this.maxChunk).reduce((s, d) => s + d.weights.reduce((a, w) => a + (w !== 0 ? 1 : 0), 0), 0);
+      parts.push({ metrics: out.metrics, datums: part.length });
       logprobs.push(...partLogprobs);
     }
     const metrics: Metrics = { tokens };
-    for (const k of seen) metrics[k] = tokens > 0 ? weighted[k] / tokens : 0;
+    for (const [k, v] of Object.entries(reduceChunkMetrics(parts))) {
+      if (k !== "loss" && k !== "total_loss" && k !== "tokens") metrics[k] = v;
+    }
     return { loss, metrics, logprobs };
   }
 
@@ -249,14 +247,21 @@ export class TinkerBackend implements TrainingBackend {
     if (ignored.length > 0) this.warn("adam", `tinker server (${this.family}) ignores adam_params ${ignored.join(", ")} (set here to ${ignored.map((k) => adamParams[k as keyof typeof adamParams]).join(", ")}); its own optimizer settings apply`);
     const r = await this.sequenced((seqId) => this.client.submit<{ metrics?: Record<string, number> }>("optim_step", { model_id: this.modelId, seq_id: seqId, adam_params: adamParams, type: "optim_step" }, "OptimStep"));
     this.version++;
-    return stripSuffixes(r.metrics ?? {});
+    return reduceChunkMetrics([{ metrics: r.metrics ?? {}, datums: 1 }]);
   }
 
   /** A sampling client at the current weights (they are exported for sampling on its first call). */
   samplingClient(): SamplingClient {
     const version = this.version;
     const session = (): Promise<string> => {
-      if (this.sampler?.version !== version) this.sampler = { version, ready: this.openSamplingSession(version) };
+      if (this.sampler?.version !== version) {
+        const entry = { version, ready: this.openSamplingSession(version) };
+        // A failed export is not remembered: the next sample tries again (under a new name: SkyRL refuses a reused one).
+        entry.ready.catch(() => {
+          if (this.sampler === entry) this.sampler = undefined;
+        });
+        this.sampler = entry;
+      }
       return this.sampler.ready;
     };
     return {
@@ -291,7 +296,7 @@ export class TinkerBackend implements TrainingBackend {
 
   private async openSamplingSession(version: number): Promise<string> {
     const saved = await this.sequenced((seqId) =>
-      this.client.submit<{ path: string }>("save_weights_for_sampler", { model_id: this.modelId, path: `sampler-v${version}`, seq_id: seqId, type: "save_weights_for_sampler" }, "SaveWeightsForSampler"),
+      this.client.submit<{ path: string }>("save_weights_for_sampler", { model_id: this.modelId, path: `sampler-v${version}-${++this.samplerExports}`, seq_id: seqId, type: "save_weights_for_sampler" }, "SaveWeightsForSampler"),
     );
     const r = await this.client.call<{ sampling_session_id: string }>("create_sampling_session", {
       session_id: this.client.sessionId,
@@ -331,6 +336,8 @@ export class TinkerBackend implements TrainingBackend {
     if (typeof pointer.path !== "string" || !pointer.path.startsWith("tinker://")) throw new Error(`checkpoint ${file}: "path" must be a tinker:// path, got ${JSON.stringify(pointer.path)}`);
     await this.queue;
     if (this.seq > 1) {
+      // The replaced model stays on the server until the session ends (SkyRL unloads a session's models 300 s after
+      // its last heartbeat); unload_model is not sent: verl-tinker does not serve it.
       this.modelId = await TinkerBackend.createModel(this.client, this.client.sessionId!, this.counters, this.options);
       this.seq = 1;
       this.sampler = undefined;
@@ -370,9 +377,28 @@ function outputLogprobs(out: WireForwardBackwardOutput, part: WireDatum[], path:
   });
 }
 
-/** `{"loss:sum": 1, "kl:mean": 2}` → `{loss: 1, kl: 2}`. */
-function stripSuffixes(metrics: Record<string, number>): Metrics {
+/**
+ * The metrics of a batch split into several `forward_backward` requests, combined by each name's reduction suffix
+ * as the SDK does (`lib/chunked_fwdbwd_helpers.py` `_metrics_reduction`): `:sum` added, `:min`/`:max`, `:mean`
+ * weighted by the datums of each request; SkyRL's `:last` takes the last; other suffixes are dropped; a name without
+ * a suffix is a mean. Names come back without their suffix (`loss:sum` → `loss`).
+ */
+export function reduceChunkMetrics(parts: ReadonlyArray<{ metrics: Record<string, number>; datums: number }>): Metrics {
   const out: Metrics = {};
-  for (const [k, v] of Object.entries(metrics)) if (typeof v === "number") out[k.replace(/:(sum|mean|max|min)$/, "")] = v;
+  if (parts.length === 0) return out;
+  for (const key of Object.keys(parts[0].metrics)) {
+    if (!parts.every((p) => typeof p.metrics[key] === "number")) continue;
+    const at = key.lastIndexOf(":");
+    const [name, reduction] = at < 0 ? [key, "mean"] : [key.slice(0, at), key.slice(at + 1)];
+    const values = parts.map((p) => p.metrics[key]);
+    if (reduction === "sum") out[name] = values.reduce((a, b) => a + b, 0);
+    else if (reduction === "min") out[name] = Math.min(...values);
+    else if (reduction === "max") out[name] = Math.max(...values);
+    else if (reduction === "last") out[name] = values[values.length - 1];
+    else if (reduction === "mean") {
+      const n = parts.reduce((a, p) => a + p.datums, 0);
+      out[name] = n > 0 ? parts.reduce((a, p, i) => a + values[i] * p.datums, 0) / n : 0;
+    }
+  }
   return out;
 }

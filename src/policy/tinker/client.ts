@@ -265,6 +265,7 @@ export class TinkerClient {
     const res = await this.raw("client/config", { body: { sdk_version: sdkVersion } });
     if (res.status === 404 || res.status === 405) return null;
     if (res.status !== 200) {
+      if (!RETRYABLE(res.status)) throw new TinkerApiError(res.status, "client/config", res.error ?? reasonOf(res, this.baseUrl));
       // Retry like any request (a restarting server), then give up with its reason.
       const again = await this.send("client/config", { body: { sdk_version: sdkVersion }, idempotent: false }).catch((e: unknown) => {
         if (e instanceof TinkerApiError && (e.status === 404 || e.status === 405)) return null;

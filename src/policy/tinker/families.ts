@@ -66,7 +66,7 @@ export const FAMILIES: Record<TinkerServerFamily, FamilyTraits> = {
     ignoredAdam: [],
     pollHoldMs: 120_000,
     startNotes: [
-      "every training request's seq_id must be exactly the next one; after a failed request every later one is refused (409 Sequence conflict) — resume the run from its last checkpoint",
+      "every training request's seq_id must be exactly the next one, with no de-duplication: a retry whose first answer was lost is refused (409 Sequence conflict) although the first was applied, and after a failed request every later one is refused — resume the run from its last checkpoint",
       "forward_backward takes protobuf only (JSON → 415)",
     ],
     source: "agentscope-ai/TuFT @ 102eefd4cf8fb0241ba656d14df4928f0b2c0c9e: src/tuft/server.py, futures.py, compat.py, training_controller.py, loss_fn/",
