@@ -65,6 +65,7 @@ function expectedRlLoss(lossFn: "importance_sampling" | "ppo", lo = 0.8, hi = 1.
 /** The differences each family's backend must name at start (and on the first optim_step with gradClip set). */
 const WARNINGS: Record<FamilyName, RegExp[]> = {
   skyrl: [
+    /notes are for SkyRL's FSDP backend/,
     /reports the loss as total_loss:sum/,
     /applies only adam_params\.learning_rate/,
     /LoRA alpha is fixed at 32/,
@@ -76,7 +77,8 @@ const WARNINGS: Record<FamilyName, RegExp[]> = {
     /SDK 0\.19 JSON wire only/,
     /lora_config is ignored/,
     /result is deleted when first retrieved/,
-    /save paths ignore the requested name/,
+    /sampler saves ignore the requested name/,
+    /caps the ratio at 2\.0/,
     /ignores adam_params grad_clip_norm \(set here to 1\)/,
   ],
   tinker: [],

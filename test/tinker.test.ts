@@ -235,6 +235,34 @@ describe("TinkerClient", () => {
   });
 });
 
+describe("TinkerClient authentication and billing pauses (SDK 0.25: lib/_jwt_auth.py, internal_client_holder.py)", () => {
+  it("exchanges the key for a JWT when client/config says pjwt_auth_enabled, sends it as X-API-Key, and waits out a 402", async () => {
+    const fake = Fastify();
+    const jwt = (exp: number) => ["e30", Buffer.from(JSON.stringify({ exp })).toString("base64url"), "sig"].join(".");
+    const token = jwt(Math.floor(Date.now() / 1000) + 3600);
+    const seen: Array<[string, string | undefined]> = [];
+    let paid = 0;
+    fake.addHook("onRequest", async (req) => {
+      seen.push([req.url, req.headers["x-api-key"] as string | undefined]);
+    });
+    fake.post("/api/v1/auth/token", async () => ({ jwt: token }));
+    fake.post("/api/v1/create_session", async (_req, reply) => (++paid < 3 ? reply.code(402).send({ detail: "billing: payment required" }) : { session_id: "s1" }));
+    const srv = await listen(fake);
+    try {
+      const c = new TinkerClient({ baseUrl: srv.url, apiKey: "tml-key", backoffMs: 5, heartbeatMs: 0 });
+      await c.useJwt();
+      expect(await c.createSession({ sdkVersion: "0.25.0" })).toBe("s1");
+      expect(seen[0]).toEqual(["/api/v1/auth/token", "tml-key"]); // the exchange authenticates with the key
+      expect(seen.slice(1).map(([, k]) => k)).toEqual([token, token, token]); // then the JWT, through two 402 pauses
+      c.billingPauseMs = 0;
+      paid = 0;
+      await expect(c.createSession({ sdkVersion: "0.25.0" })).rejects.toThrow(/HTTP 402: billing: payment required/);
+    } finally {
+      await srv.close();
+    }
+  });
+});
+
 describe("arl train's whole experiment on a Tinker server with a real-model tokenizer", () => {
   it("warm-starts, evaluates and trains over HTTP with a byte-level BPE chat tokenizer and stop strings", async () => {
     const { runExperiment } = await import("../src/train/experiment.ts");

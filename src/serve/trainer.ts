@@ -371,7 +371,12 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       train(m, async (): Promise<WireForwardBackwardOutput> => {
         if (!withBackward) {
           const lps = await m.backend.computeLogprobs(datums);
-          return { loss_fn_output_type: "ArrayRecord", loss_fn_outputs: lps.map((lp) => ({ logprobs: tensor(lp) })), metrics: {} };
+          // The forward pass's loss too (the SDK's forward returns a ForwardBackwardOutput with `loss:sum`); the RL
+          // losses at the current weights equal −Σ A (ratio 1 only if the logprobs are current), so only cross
+          // entropy is reported.
+          const metrics: Record<string, number> = {};
+          if (input.loss_fn === "cross_entropy") metrics["loss:sum"] = lps.reduce((a, lp, i) => a - lp.reduce((b, x, t) => b + x * datums[i].weights[t], 0), 0);
+          return { loss_fn_output_type: "ArrayRecord", loss_fn_outputs: lps.map((lp) => ({ logprobs: tensor(lp) })), metrics };
         }
         const r = await m.backend.forwardBackward(datums, input.loss_fn, config);
         const metrics: Record<string, number> = { "loss:sum": r.loss };
@@ -467,6 +472,26 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     ));
   });
 
+  // The SDK asks before create_training_client_from_state (rest_client.py:203-214, `WeightsInfoResponse`).
+  app.post("/api/v1/weights_info", async (req) => {
+    const body = parseBody(z.object({ tinker_path: z.string() }).passthrough(), req.body);
+    const p = parsePath(body.tinker_path, "tinker_path");
+    const m = models.get(p.modelId);
+    const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
+    if (!existsSync(dir)) throw new HttpError(404, `tinker_path: no saved weights at ${body.tinker_path}`);
+    if (!m) throw new HttpError(404, `tinker_path: model ${p.modelId} is not loaded on this server (its base model is unknown after a restart; load it into a new model with create_model + load_weights)`);
+    // Every model here is a full fine-tune; the SDK builds a LoraConfig from lora_rank, so the rank it asked for is kept.
+    return { base_model: m.base.name, is_lora: true, lora_rank: m.loraRank ?? 1, train_unembed: true, train_mlp: true, train_attn: true };
+  });
+  // `SamplingClient.get_tokenizer()` asks which base model a sampling session samples (rest_client.py:1108).
+  app.get("/api/v1/samplers/:id", async (req) => {
+    const { id } = req.params as { id: string };
+    const sess = samplingSessions.get(id);
+    if (!sess) throw new HttpError(404, `sampler ${JSON.stringify(id)} not found`);
+    const base = sess.baseModel ?? models.get(parsePath(sess.modelPath!, "model_path").modelId)?.base.name;
+    return { sampler_id: id, base_model: base ?? null, model_path: sess.modelPath ?? null };
+  });
+
   // ---- sampling ----
   app.post("/api/v1/create_sampling_session", async (req) => {
     const body = parseBody(
@@ -511,6 +536,10 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
 
   app.post("/api/v1/asample", async (req) => {
     const body = parseBody(SampleRequest, req.body);
+    const extra = req.body as { topk_prompt_logprobs?: unknown };
+    if (body.prompt_logprobs === true || (typeof extra.topk_prompt_logprobs === "number" && extra.topk_prompt_logprobs > 0)) {
+      throw new HttpError(400, "prompt_logprobs / topk_prompt_logprobs: not supported by this server (score a sequence with forward_backward forward_only instead)");
+    }
     let target: { modelPath?: string; baseModel?: string };
     if (body.sampling_session_id) {
       const s = samplingSessions.get(body.sampling_session_id);

@@ -72,12 +72,14 @@ export interface TinkerCheckpointPointer {
 }
 
 let saveCounter = 0;
+/** verl-tinker servers this process holds a model on (one model per server: families.ts). */
+const verlModels = new Set<string>();
 
 /** A model trained through the Tinker API. Create with `TinkerBackend.create`. */
 export class TinkerBackend implements TrainingBackend {
   private version = 0;
   private sampler: { version: number; ready: Promise<string> } | undefined;
-  private sampleSeq = 0;
+  private readonly sampleSeqs = new Map<string, number>();
   private samplerExports = 0;
   /** The next `seq_id` of this model's training requests (the SDK's `request_id + 1`: 1, 2, …). */
   private seq = 1;
@@ -93,6 +95,7 @@ export class TinkerBackend implements TrainingBackend {
     readonly family: TinkerServerFamily,
     private wire: "json" | "protobuf",
     private readonly maxChunk: number,
+    private readonly maxChunkBytes: number,
     private readonly counters: { model: number; sampling: number },
   ) {}
 
@@ -105,14 +108,26 @@ export class TinkerBackend implements TrainingBackend {
     const config = await client.clientConfig(TINKER_SDK_WIRE_VERSION);
     const family = options.server && options.server !== "auto" ? options.server : await detectFamily(client, config);
     const traits = FAMILIES[family];
-    // Each poll outlives the server's own hold, so its try_again / 408 arrives instead of a cut connection.
-    if (options.pollTimeoutMs === undefined) client = new TinkerClient({ ...options, pollTimeoutMs: Math.max(45_000, traits.pollHoldMs + 15_000) });
+    // Each poll outlives the server's own hold, so its try_again / 408 arrives instead of a cut connection — but
+    // stays under 290 s: Node's fetch drops a response that has sent no headers for 300 s (SkyRL holds 300 s).
+    if (options.pollTimeoutMs === undefined) client = new TinkerClient({ ...options, pollTimeoutMs: Math.min(290_000, Math.max(45_000, traits.pollHoldMs + 15_000)) });
+    if (typeof config?.billing_exception_max_pause_duration_sec === "number") client.billingPauseMs = config.billing_exception_max_pause_duration_sec * 1000;
+    if (config?.pjwt_auth_enabled === true) await client.useJwt();
+    // verl-tinker serves one model and ignores model_id: a second model of this process there would be the same one.
+    if (family === "verl-tinker") {
+      const key = client.baseUrl;
+      if (verlModels.has(key)) {
+        throw new TinkerApiError(0, "create_model", `${key} is a verl-tinker server, which trains one model and ignores model_id: a second model (the reference policy of detectors.referenceKl / rl.klCoef, or a second run) would share the first one's weights. Set detectors.referenceKl: false and rl.klCoef: 0, or serve the reference from a second server`);
+      }
+      verlModels.add(key);
+    }
     const wire = options.wire && options.wire !== "auto" ? options.wire : traits.wire;
     const chunkLimit = typeof config?.fwdbwd_max_chunk_len === "number" && config.fwdbwd_max_chunk_len > 0 ? config.fwdbwd_max_chunk_len : Infinity;
     const session = await client.createSession({ sdkVersion: TINKER_SDK_WIRE_VERSION, userMetadata: options.userMetadata });
     const counters = { model: 0, sampling: 0 };
     const modelId = await TinkerBackend.createModel(client, session, counters, options);
-    const backend = new TinkerBackend(client, modelId, options, family, wire, Math.min(options.maxDatumsPerRequest ?? 128, chunkLimit), counters);
+    const chunkBytes = typeof config?.fwdbwd_max_chunk_bytes_count === "number" && config.fwdbwd_max_chunk_bytes_count > 0 ? config.fwdbwd_max_chunk_bytes_count : 5_000_000;
+    const backend = new TinkerBackend(client, modelId, options, family, wire, Math.min(options.maxDatumsPerRequest ?? 128, chunkLimit), chunkBytes, counters);
     backend.warnAtStart();
     return backend;
   }
@@ -143,6 +158,28 @@ export class TinkerBackend implements TrainingBackend {
   /** The differences of this server family that change what a run means, named once at start. */
   private warnAtStart(): void {
     for (const note of FAMILIES[this.family].startNotes) this.warn(note.slice(0, 40), `tinker server (${this.family}): ${note}`);
+  }
+
+  /**
+   * `[start, end)` ranges of one request each: at most `maxChunk` datums and about `maxChunkBytes` of protobuf (the
+   * SDK's `fwdbwd_max_chunk_len` / `fwdbwd_max_chunk_bytes_count`, training_client.py `_chunked_requests_generator`;
+   * a datum costs ~10 bytes per input token plus 4–8 per tensor value).
+   */
+  private chunks(data: readonly WireDatum[]): Array<[number, number]> {
+    const out: Array<[number, number]> = [];
+    let start = 0;
+    let bytes = 0;
+    data.forEach((d, i) => {
+      const size = d.model_input.chunks.reduce((a, c) => a + c.tokens.length * 10, 0) + Object.values(d.loss_fn_inputs).reduce((a, t) => a + t.data.length * 8, 0);
+      if (i > start && (i - start >= this.maxChunk || bytes + size > this.maxChunkBytes)) {
+        out.push([start, i]);
+        start = i;
+        bytes = 0;
+      }
+      bytes += size;
+    });
+    out.push([start, data.length]);
+    return out;
   }
 
   /** Runs `work` with the next `seq_id`, after every earlier training request of this model was accepted. */
@@ -177,7 +214,7 @@ export class TinkerBackend implements TrainingBackend {
         } catch (e) {
           // 415: the server wants the other encoding (TuFT refuses JSON here). Switch once, for the rest of the run.
           // A 404 on the JSON /forward: a server with only SDK 0.25's forward_only (TuFT, hosted Tinker).
-          const noForward = e instanceof TinkerApiError && e.status === 404 && forwardOnly && wire === "json";
+          const noForward = e instanceof TinkerApiError && e.status === 404 && forwardOnly && wire === "json" && !/model/i.test(e.reason);
           if (e instanceof TinkerApiError && (e.status === 415 || noForward) && attempt === 0 && this.options.wire !== "json" && this.options.wire !== "protobuf") {
             this.wire = wire === "json" ? "protobuf" : "json";
             this.warn("wire-switch", `tinker server answered 415 to ${wire} forward_backward; using ${this.wire} from now on (set policy.tinker.wire: ${this.wire})`);
@@ -205,15 +242,21 @@ export class TinkerBackend implements TrainingBackend {
     let tokens = 0;
     const logprobs: number[][] = [];
     const parts: Array<{ metrics: Record<string, number>; datums: number }> = [];
-    for (let start = 0; start < wire.length; start += this.maxChunk) {
-      const part = wire.slice(start, start + this.maxChunk);
+    for (const [start, end] of this.chunks(wire)) {
+      const part = wire.slice(start, end);
       const out = await this.fwdbwd(part, lossFn, lossFnConfig, false);
       const partLogprobs = outputLogprobs(out, part, "forward_backward");
+      if (this.family === "skyrl" && Object.keys(out.metrics).length === 0) {
+        // SkyRL's JAX backend (its default) averages each sequence's loss over its own tokens and then over the
+        // datums (skyrl/backends/jax.py:406, :176-185) and reports no metrics: not the summed losses this client's
+        // normalisation is folded into. Stop before any optim_step applies that gradient.
+        throw new TinkerApiError(200, "forward_backward", "this SkyRL server runs its JAX backend, whose losses are per-sequence means (skyrl/backends/jax.py:406), not the sums agentic-rl normalises for: start SkyRL with --backend fsdp");
+      }
       const serverLoss = out.metrics["loss:sum"] ?? out.metrics["total_loss:sum"] ?? out.metrics.loss;
       if (serverLoss === undefined) this.warn("no-loss", `tinker server (${this.family}) reports no loss metric (loss:sum / total_loss:sum); the loss is recomputed from the returned logprobs`);
       loss += serverLoss ?? lossFromLogprobs(part, lossFn, lossFnConfig, partLogprobs);
       // Tokens trained = the datums' non-zero weights (mask), counted here: servers count differently or not at all.
-      tokens += datums.slice(start, start + this.maxChunk).reduce((s, d) => s + d.weights.reduce((a, w) => a + (w !== 0 ? 1 : 0), 0), 0);
+      tokens += datums.slice(start, end).reduce((s, d) => s + d.weights.reduce((a, w) => a + (w !== 0 ? 1 : 0), 0), 0);
       parts.push({ metrics: out.metrics, datums: part.length });
       logprobs.push(...partLogprobs);
     }
@@ -227,8 +270,8 @@ export class TinkerBackend implements TrainingBackend {
   async computeLogprobs(datums: Datum[]): Promise<number[][]> {
     const wire = toWireDatums(datums, "cross_entropy", { normalization: "sum" });
     const out: number[][] = [];
-    for (let start = 0; start < wire.length; start += this.maxChunk) {
-      const part = wire.slice(start, start + this.maxChunk);
+    for (const [start, end] of this.chunks(wire)) {
+      const part = wire.slice(start, end);
       out.push(...outputLogprobs(await this.fwdbwd(part, "cross_entropy", undefined, true), part, "forward"));
     }
     return out;
@@ -267,12 +310,14 @@ export class TinkerBackend implements TrainingBackend {
     return {
       sample: async (promptTokens: number[], options: SampleOptions): Promise<SampledSequence[]> => {
         const sessionId = await session();
+        const seqId = this.sampleSeqs.get(sessionId) ?? 0; // per sampling session from 0, as the SDK's SamplingClient
+        this.sampleSeqs.set(sessionId, seqId + 1);
         const sendStrings = this.options.sendStopStrings ?? FAMILIES[this.family].stopStrings;
         const useStrings = sendStrings && options.stopStrings !== undefined && options.stopStrings.length > 0;
         const stop = useStrings ? options.stopStrings : options.stop;
         const body = {
           sampling_session_id: sessionId,
-          seq_id: this.sampleSeq++,
+          seq_id: seqId,
           num_samples: options.n,
           prompt: { chunks: [{ type: "encoded_text", tokens: promptTokens }] },
           sampling_params: { max_tokens: options.maxTokens, temperature: options.temperature, seed: options.seed, stop: stop ?? null, top_k: -1, top_p: 1 },
@@ -285,11 +330,13 @@ export class TinkerBackend implements TrainingBackend {
           decode: decodeSampleResponse,
           resubmit: send,
         });
-        return r.sequences.map((s) => ({
-          tokens: s.tokens,
-          logprobs: s.logprobs ?? s.tokens.map(() => 0),
-          stopReason: s.stop_reason === "stop" ? "stop" : "length",
-        }));
+        return r.sequences.map((s, i) => {
+          // Zeros in place of missing logprobs would make every importance ratio exp(lp − 0): refuse instead.
+          if (!s.logprobs || s.logprobs.length !== s.tokens.length) {
+            throw new TinkerApiError(200, "asample", `sequence ${i}: ${s.logprobs ? `${s.logprobs.length} logprobs for ${s.tokens.length} tokens` : "no logprobs"} — RL needs the sampler's token logprobs`);
+          }
+          return { tokens: s.tokens, logprobs: s.logprobs, stopReason: s.stop_reason === "stop" ? ("stop" as const) : ("length" as const) };
+        });
       },
     };
   }
@@ -349,6 +396,7 @@ export class TinkerBackend implements TrainingBackend {
   /** Stops the session heartbeats. */
   close(): void {
     this.client.close();
+    if (this.family === "verl-tinker") verlModels.delete(this.client.baseUrl);
   }
 }
 

@@ -2,7 +2,7 @@
  * The HTTP client of the Tinker training API (hosted Tinker, SkyRL's Tinker server, TuFT, verl-tinker, or
  * `arl serve trainer`), with the Tinker Python SDK 0.25's transport rules — read in thinking-machines-lab/tinker @
  * d595dc2ba62a1494aa0f452fe1d0dbb7b321b870:
- * - key as `X-API-Key` (and `Authorization: Bearer`); every POST but `retrieve_future` / heartbeats carries an
+ * - key as `X-API-Key` (exchanged for a JWT first when `client/config` says `pjwt_auth_enabled`); every POST but `retrieve_future` / heartbeats carries an
  *   `X-Idempotency-Key` that stays the same across the retries of one request (`src/tinker/_client.py`,
  *   `_base_client.py`), and training requests a `seq_id` (the backend numbers them);
  * - a submit is retried on connection errors, timeouts, 408, 409, 429 and 5xx with back-off `min(2ⁿ, 30)` s for up to
@@ -23,7 +23,7 @@ import type { WireFuture } from "./wire.ts";
 export interface TinkerClientOptions {
   /** Server root, e.g. `http://127.0.0.1:8000` (the `/api/v1/` prefix is added). */
   baseUrl: string;
-  /** API key (hosted Tinker: `TINKER_API_KEY`); sent as `X-API-Key` and `Authorization: Bearer`. */
+  /** API key (hosted Tinker: `TINKER_API_KEY`); sent as `X-API-Key`, as the SDK does. */
   apiKey?: string;
   /** Timeout of one request (ms; default 60 000, the SDK's). */
   timeoutMs?: number;
@@ -95,6 +95,8 @@ export class TinkerClient {
   private heartbeat: NodeJS.Timeout | undefined;
   /** The session id after `createSession`. */
   sessionId: string | undefined;
+  private jwt: string | undefined;
+  private jwtRefresh: Promise<void> | undefined;
 
   constructor(options: TinkerClientOptions) {
     // The server root: a URL copied with its `/api/v1` suffix (as `arl serve trainer` prints it) works too.
@@ -126,10 +128,11 @@ export class TinkerClient {
     if (method === "POST") headers["content-type"] = spec.contentType ?? "application/json";
     if (spec.accept) headers.accept = spec.accept;
     if (idempotencyKey) headers["x-idempotency-key"] = idempotencyKey;
-    if (this.opts.apiKey) {
-      headers["x-api-key"] = this.opts.apiKey;
-      headers.authorization = `Bearer ${this.opts.apiKey}`;
-    }
+    // The SDK sends the key (or the JWT it was exchanged for) as X-API-Key only (lib/_auth_token_provider.py).
+    if (this.jwt && path !== "auth/token") {
+      if (jwtSecondsLeft(this.jwt) <= 60) await this.refreshJwt();
+      headers["x-api-key"] = this.jwt;
+    } else if (this.opts.apiKey) headers["x-api-key"] = this.opts.apiKey;
     const timeoutMs = spec.timeoutMs ?? this.opts.timeoutMs;
     try {
       const res = await fetch(`${this.baseUrl}/api/v1/${path}`, {
@@ -141,7 +144,8 @@ export class TinkerClient {
       return { status: res.status, contentType: res.headers.get("content-type") ?? "", body: new Uint8Array(await res.arrayBuffer()) };
     } catch (e) {
       const err = e as Error & { cause?: { code?: string } };
-      const timedOut = err.name === "TimeoutError";
+      // Our own abort, or undici's header/body timeouts (Node's fetch gives up on a response after 300 s).
+      const timedOut = err.name === "TimeoutError" || /UND_ERR_(HEADERS|BODY)_TIMEOUT/.test(err.cause?.code ?? "");
       const why = timedOut ? `timed out after ${timeoutMs} ms` : `${err.message}${err.cause?.code ? ` (${err.cause.code})` : ""}`;
       return { status: 0, contentType: "", body: new Uint8Array(), timedOut, error: `${why} — is a Tinker server running at ${this.baseUrl}?` };
     }
@@ -154,9 +158,14 @@ export class TinkerClient {
   async send(path: string, spec: RequestSpec = {}): Promise<RawResponse> {
     const key = (spec.idempotent ?? (spec.method ?? "POST") === "POST") ? `arl-${randomUUID()}` : undefined;
     const start = Date.now();
+    let billingSince = 0;
     for (let attempt = 0; ; attempt++) {
       const res = await this.raw(path, spec, key);
       if (res.status >= 200 && res.status < 300) return res;
+      if (res.status === 402 && (await this.billingPause((billingSince ||= Date.now())))) {
+        attempt--;
+        continue;
+      }
       const err = new TinkerApiError(res.status, path, res.error ?? reasonOf(res, this.baseUrl));
       const spent = Date.now() - start;
       if (!RETRYABLE(res.status) || attempt + 1 >= this.opts.retries || spent >= this.opts.retryForMs) throw err;
@@ -189,6 +198,7 @@ export class TinkerClient {
     let badRequests = 0;
     let quickPolls = 0;
     let serverErrorsSince = 0;
+    let billingSince = 0;
     for (let iteration = 0; ; iteration++) {
       if (this.opts.futureTimeoutMs > 0 && Date.now() - start > this.opts.futureTimeoutMs) {
         throw new TinkerApiError(0, `retrieve_future(${requestId})`, `no result after ${this.opts.futureTimeoutMs} ms`);
@@ -237,6 +247,7 @@ export class TinkerClient {
         await sleep(this.backoff(backoffs++));
         continue;
       }
+      if (res.status === 402 && (await this.billingPause((billingSince ||= Date.now())))) continue;
       if (res.status === 410 && how.resubmit) {
         requestId = (await how.resubmit()).request_id;
         continue;
@@ -247,6 +258,47 @@ export class TinkerClient {
       }
       throw new TinkerApiError(res.status, where, reasonOf(res, this.baseUrl));
     }
+  }
+
+  /**
+   * A 402 (billing) pauses the request as the SDK does: 5 s waits for up to `billingPauseMs` (the SDK's
+   * `billing_exception_max_pause_duration_sec`, 3 600 s). @returns whether to try again
+   */
+  private async billingPause(since: number): Promise<boolean> {
+    if (Date.now() - since > this.billingPauseMs) return false;
+    await sleep(Math.min(5_000, this.opts.backoffMs * 5));
+    return true;
+  }
+
+  /** How long a 402 may pause a request (ms); set from `client/config`. */
+  billingPauseMs = 3_600_000;
+
+  /**
+   * Exchanges the API key for a short-lived JWT (`POST auth/token {}` → `{jwt}`), sent as X-API-Key from then on and
+   * renewed when ≤ 60 s of it are left — what the SDK does when `client/config` says `pjwt_auth_enabled`
+   * (lib/internal_client_holder.py, lib/_jwt_auth.py).
+   * @throws TinkerApiError when the exchange fails
+   */
+  async useJwt(): Promise<void> {
+    await this.refreshJwt();
+  }
+
+  private refreshJwt(): Promise<void> {
+    this.jwtRefresh ??= (async () => {
+      try {
+        const saved = this.jwt;
+        this.jwt = undefined; // the exchange itself authenticates with the API key
+        const r = await this.call<{ jwt?: unknown }>("auth/token", {}).catch((e: unknown) => {
+          this.jwt = saved;
+          throw e;
+        });
+        if (typeof r.jwt !== "string") throw new TinkerApiError(200, "auth/token", `expected {jwt}, got ${JSON.stringify(r).slice(0, 200)}`);
+        this.jwt = r.jwt;
+      } finally {
+        this.jwtRefresh = undefined;
+      }
+    })();
+    return this.jwtRefresh;
   }
 
   /** Submits an asynchronous JSON request and waits for its (JSON) result. @throws TinkerApiError */
@@ -302,6 +354,17 @@ export class TinkerClient {
   close(): void {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
+  }
+}
+
+/** Seconds until a JWT's `exp` claim (0 when it cannot be read). */
+function jwtSecondsLeft(jwt: string): number {
+  try {
+    const payload = JSON.parse(Buffer.from(jwt.split(".")[1] ?? "", "base64url").toString("utf8")) as { exp?: unknown };
+    // A token without a readable expiry is used until the server refuses it (no refresh loop).
+    return typeof payload.exp === "number" ? payload.exp - Date.now() / 1000 : Number.POSITIVE_INFINITY;
+  } catch {
+    return Number.POSITIVE_INFINITY;
   }
 }
 

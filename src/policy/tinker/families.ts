@@ -52,6 +52,7 @@ export const FAMILIES: Record<TinkerServerFamily, FamilyTraits> = {
     ignoredAdam: ["beta1", "beta2", "eps", "weight_decay", "grad_clip_norm"],
     pollHoldMs: 300_000,
     startNotes: [
+      "these notes are for SkyRL's FSDP backend (its JAX backend, the default, averages losses per sequence and is refused at the first forward_backward: start SkyRL with --backend fsdp)",
       "forward_backward reports the loss as total_loss:sum (read as the loss; no loss:sum)",
       "the FSDP backend applies only adam_params.learning_rate; betas, eps and weight decay are fixed at model creation and gradients are clipped at the server's trainer.max_grad_norm (default 1.0)",
       "LoRA alpha is fixed at 32 and lora_config's train_* flags are ignored",
@@ -66,7 +67,7 @@ export const FAMILIES: Record<TinkerServerFamily, FamilyTraits> = {
     ignoredAdam: [],
     pollHoldMs: 120_000,
     startNotes: [
-      "every training request's seq_id must be exactly the next one, with no de-duplication: a retry whose first answer was lost is refused (409 Sequence conflict) although the first was applied, and after a failed request every later one is refused — resume the run from its last checkpoint",
+      "every training request's seq_id must be exactly the next one, with no de-duplication: a retry whose first answer was lost fails (409 Sequence conflict, on its poll) although the first was applied, and after a failed request every later one fails — resume the run from its last checkpoint",
       "forward_backward takes protobuf only (JSON → 415)",
     ],
     source: "agentscope-ai/TuFT @ 102eefd4cf8fb0241ba656d14df4928f0b2c0c9e: src/tuft/server.py, futures.py, compat.py, training_controller.py, loss_fn/",
@@ -74,14 +75,17 @@ export const FAMILIES: Record<TinkerServerFamily, FamilyTraits> = {
   "verl-tinker": {
     wire: "json",
     stopStrings: true,
-    rlWeights: false,
+    // verl-tinker finds the response tokens from `weights` (else from non-zero advantages/logprobs: 422 when none,
+    // data/datum_processing.py:207-230), so the mask goes along.
+    rlWeights: true,
     ignoredAdam: ["grad_clip_norm"],
     pollHoldMs: 30_000,
     startNotes: [
       "speaks the SDK 0.19 JSON wire only (no protobuf): forward_backward and forward go as JSON",
       "trains the whole model (lora_config is ignored) and serves one model per server",
       "a future's result is deleted when first retrieved: a response lost in transit fails that request",
-      "save paths ignore the requested name (tinker://verl-tinker/state/… and …/weights/step-…)",
+      "sampler saves ignore the requested name (tinker://verl-tinker/weights/step-…)",
+      "importance_sampling caps the ratio at 2.0 (verl's _loss.py)",
     ],
     source: "verl-project/verl-recipe @ 48ea0a797fa29867ea0ad92aff7d284eec7d4be3: verl_tinker/src/verl_tinker/tinker_router.py, tinker_ops.py, schemas.py (server pins tinker==0.19.0)",
   },
