@@ -9,6 +9,7 @@ import { MAX_TIMER_MS } from "../env/tool.ts";
 import { ConfigError } from "../train/config.ts";
 import { DEFAULT_BODY_LIMIT, type ServeOptions } from "../serve/http.ts";
 import { registerServeTrainer } from "./serveTrainer.ts";
+import { registerServeGateway } from "./serveGateway.ts";
 import { registerServeOpenAI } from "./serveOpenai.ts";
 import { registerServeMcp, registerServeRetrieval, registerServeReward } from "./serveVerl.ts";
 
@@ -54,6 +55,7 @@ export function serveOptions(flags: ServeFlags): ServeOptions {
 export function registerServe(program: Command, overrides: () => Record<string, string> = () => ({})): void {
   const serve = program.command("serve").description("Serve the trainer, policy, retrieval, reward or tools over HTTP");
   registerServeTrainer(serve, overrides);
+  registerServeGateway(serve, overrides);
   registerServeOpenAI(serve);
   registerServeRetrieval(serve, overrides);
   registerServeReward(serve, overrides);

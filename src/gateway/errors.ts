@@ -1,0 +1,106 @@
+/**
+ * The gateway's errors, in the OpenAI API's error shape `{error: {message, type, param, code}}` (OpenAI API
+ * reference, "Error codes"; the `openai` npm client reads `error.message`, `error.type`, `error.param` and
+ * `error.code` into its `APIError`, see `node_modules/openai/core/error.d.ts`; the AI SDK's openai-compatible
+ * provider parses the same shape, `node_modules/@ai-sdk/openai-compatible/dist/index.mjs`
+ * `openaiCompatibleErrorDataSchema`). A client's mistake is always a 4xx, never a 500.
+ */
+import type { z } from "zod";
+import { HttpError } from "../serve/http.ts";
+
+/** The body of every gateway error response (OpenAI's). */
+export interface OpenAIErrorBody {
+  error: {
+    /** A sentence saying what was wrong and, where it helps, what to send instead. */
+    message: string;
+    /** `invalid_request_error` for 4xx (as OpenAI, 401 included), `server_error` for 5xx. */
+    type: string;
+    /** The request field at fault (`messages[1].content`, `tool_choice`), or null. */
+    param: string | null;
+    /** A machine-readable code (`context_length_exceeded`, `rollout_not_found`, `invalid_api_key`, …), or null. */
+    code: string | null;
+  };
+}
+
+/**
+ * An error with its HTTP status and OpenAI error fields. Extends `HttpError` (src/serve/http.ts), so code that
+ * handles the project's HTTP errors handles these too.
+ */
+export class GatewayError extends HttpError {
+  /**
+   * @param status HTTP status (4xx for the client's mistakes)
+   * @param message the `error.message` sent
+   * @param param the request field at fault, or null
+   * @param code a machine-readable code, or null (a default per status is used: see `defaultCode`)
+   */
+  constructor(
+    status: number,
+    message: string,
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+  ) {
+    super(status, message);
+  }
+
+  /** This error as the response body. */
+  body(): OpenAIErrorBody {
+    return openAIError(this.status, this.message, this.param, this.code);
+  }
+}
+
+/** The code an error of `status` gets when none is given (OpenAI's where it has one). */
+export function defaultCode(status: number): string | null {
+  switch (status) {
+    case 401:
+      return "invalid_api_key";
+    case 404:
+      return "not_found";
+    case 408:
+      return "request_timeout";
+    case 409:
+      return "conflict";
+    case 413:
+      return "request_too_large";
+    case 415:
+      return "unsupported_media_type";
+    default:
+      return null;
+  }
+}
+
+/**
+ * An OpenAI error body.
+ * @param status HTTP status: < 500 gives `type: "invalid_request_error"` (OpenAI uses it for 401 and 404 too), else
+ *   `server_error`
+ */
+export function openAIError(status: number, message: string, param: string | null = null, code: string | null = null): OpenAIErrorBody {
+  return { error: { message, type: status < 500 ? "invalid_request_error" : "server_error", param, code: code ?? defaultCode(status) } };
+}
+
+/** A zod issue path as a field name: `["messages", 1, "content"]` → `messages[1].content`; `[]` → null. */
+export function fieldName(path: readonly PropertyKey[]): string | null {
+  let out = "";
+  for (const p of path) out += typeof p === "number" ? `[${p}]` : out === "" ? String(p) : `.${String(p)}`;
+  return out === "" ? null : out;
+}
+
+/**
+ * Parses a request body with a zod schema.
+ * @returns the parsed value
+ * @throws GatewayError 400 whose message names every invalid field (`temperature: expected a number in [0, 2]`) and
+ *   whose `param` is the first one
+ */
+export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  if (body === undefined || body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw new GatewayError(400, "expected a JSON object as the request body (Content-Type: application/json)", null, "invalid_body");
+  }
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const issues = r.error.issues;
+  const reasons = issues.map((i) => `${fieldName(i.path) ?? "body"}: ${i.message}`);
+  return fail(reasons.join("; "), fieldName(issues[0]?.path ?? []));
+}
+
+function fail(message: string, param: string | null): never {
+  throw new GatewayError(400, message, param, "invalid_value");
+}

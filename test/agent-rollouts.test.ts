@@ -1,0 +1,61 @@
+/**
+ * The trainer's side of the gateway: a user's agent as a child process (its environment, stdin task, result line,
+ * failures as drop reasons) and rollout records → datums with group-relative advantages.
+ */
+import { describe, expect, it } from "vitest";
+import type { Task } from "../src/core/types.ts";
+import type { GatewaySegment, RolloutRecord } from "../src/gateway/types.ts";
+import { agentBatch, runAgentCommand, segmentToDatum, type AgentContext } from "../src/train/agentRollouts.ts";
+
+const task: Task = { id: "t1", question: "capital of peru?", answers: ["lima"], kind: "single-hop" };
+const ctx = (signal = new AbortController().signal): AgentContext => ({
+  baseURL: "http://127.0.0.1:1/rollout/r7/v1", apiKey: "k", rolloutId: "r7", rewardURL: "http://127.0.0.1:1/rollout/r7/reward", task, signal,
+});
+const node = (src: string) => `${JSON.stringify(process.execPath)} -e ${JSON.stringify(src)}`;
+
+describe("runAgentCommand", () => {
+  it("gives the agent its base URL, key and rollout id in the environment and the task on stdin; reads its last JSON line", async () => {
+    const script = `let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const t=JSON.parse(s);console.log("noise");console.log(JSON.stringify({answer:[process.env.OPENAI_BASE_URL,process.env.OPENAI_API_KEY,process.env.ARL_ROLLOUT_ID,process.env.ARL_REWARD_URL,t.question].join(" ")}));});`;
+    const r = await runAgentCommand(node(script), ctx(), { timeoutMs: 20_000 });
+    expect(r).toEqual({ answer: "http://127.0.0.1:1/rollout/r7/v1 k r7 http://127.0.0.1:1/rollout/r7/reward capital of peru?" });
+  });
+
+  it("turns a crash, a timeout and a passed deadline into the reasons the rollout is dropped with", async () => {
+    expect((await runAgentCommand(node(`console.error("boom: no tools");process.exit(3)`), ctx(), { timeoutMs: 20_000 })).error).toBe("agent exited with code 3: boom: no tools");
+    expect((await runAgentCommand(node(`setTimeout(()=>{},60000)`), ctx(), { timeoutMs: 300 })).error).toBe("agent timed out after 300 ms (killed)");
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 200);
+    expect((await runAgentCommand(node(`setTimeout(()=>{},60000)`), ctx(ac.signal), { timeoutMs: 20_000 })).error).toBe("rollout deadline passed (agent killed)");
+    expect(await runAgentCommand(node(`console.log("no json here")`), ctx(), { timeoutMs: 20_000 })).toEqual({});
+  }, 30_000);
+});
+
+const seg = (tokens: number[], lossMask: number[], calls: number[]): GatewaySegment => ({
+  tokens, lossMask, logprobs: lossMask.map((m, i) => (m ? -0.1 * (i + 1) : 0)), promptLength: lossMask.indexOf(1), calls,
+});
+const rec = (id: string, value: number | undefined, segments: GatewaySegment[], mismatches = 0): RolloutRecord => ({
+  id, meta: {}, calls: [], segments, mismatches,
+  ...(value === undefined ? { status: "dropped" as const, dropReason: "no reward within 1000 ms" } : { status: "rewarded" as const, reward: { value } }),
+});
+
+describe("agentBatch", () => {
+  it("shifts a segment into a datum with the advantage on sampled tokens only", () => {
+    const d = segmentToDatum(seg([1, 2, 3, 4, 5], [0, 0, 1, 0, 1], [0, 1]), 0.5);
+    expect(d).toEqual({ modelInput: [1, 2, 3, 4], targetTokens: [2, 3, 4, 5], weights: [0, 1, 0, 1], logprobs: [0, -0.30000000000000004, 0, -0.5], advantages: [0, 0.5, 0, 0.5] });
+    expect(() => segmentToDatum(seg([1], [0], [0]), 1)).toThrow(/at least 2 tokens/);
+  });
+
+  it("computes GRPO within each task's group from rewarded rollouts; dropped ones are counted with their reason, and every segment of a rollout shares its advantage", () => {
+    const g1 = [
+      rec("a", 1, [seg([1, 2, 3], [0, 1, 1], [0]), seg([1, 9, 3], [0, 1, 1], [1])], 1),
+      rec("b", 0, [seg([1, 2, 4], [0, 1, 1], [0, 1])]),
+      rec("c", undefined, [seg([1, 2, 5], [0, 1, 1], [0])]),
+    ];
+    const g2 = [rec("d", 1, [seg([4, 5, 6], [0, 1, 1], [0])]), rec("e", 1, [seg([4, 5, 7], [0, 1, 1], [0])])];
+    const b = agentBatch([g1, g2], { normalizeStd: false });
+    expect(b.advantages).toEqual([0.5, -0.5, 0, 0]);
+    expect(b.datums.map((d) => d.advantages!.filter((a) => a !== 0))).toEqual([[0.5, 0.5], [0.5, 0.5], [-0.5, -0.5], [], []]);
+    expect([b.rewarded, b.dropped, b.segments, b.mismatches]).toEqual([4, 1, 5, 1]);
+    expect(b.dropReasons).toEqual({ "no reward within 1000 ms": 1 });
+  });
+});
