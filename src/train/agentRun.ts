@@ -59,7 +59,7 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
   for (let step = 0; step < options.steps; step++) {
     // 1. rollout: G episodes of each task, all at once, each on its own base URL
     const tasks = Array.from({ length: options.tasksPerStep }, () => options.tasks[rng.int(options.tasks.length)]);
-    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => runRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task)))));
+    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task)))));
     // 2. reward → 3. advantage (within each task's group; dropped rollouts take no part)
     const batch = agentBatch(groups, { normalizeStd: options.normalizeStd ?? true });
     const rewards = groups.flat().filter((r) => r.status === "rewarded").map((r) => r.reward!.value);
@@ -86,8 +86,16 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
   return out;
 }
 
-/** One rollout: open it, run the agent against its base URL, grade it if the agent did not report, collect it. */
-async function runRollout(options: TrainAgentOptions, id: string, task: Task): Promise<RolloutRecord> {
+/**
+ * One rollout: open it, run the agent against its base URL, grade it if the agent did not report, collect it.
+ * @returns the record: rewarded (by the agent, or graded here), or dropped with the agent's failure as the reason
+ * @throws GatewayError 409 when `id` was already used on this gateway
+ */
+export async function runAgentRollout(
+  options: Pick<TrainAgentOptions, "agent" | "gateway" | "apiKey" | "grade" | "rolloutDeadlineMs">,
+  id: string,
+  task: Task,
+): Promise<RolloutRecord> {
   const reg = options.gateway.registry;
   reg.open(id, { meta: { taskId: task.id }, deadlineMs: options.rolloutDeadlineMs });
   const deadline = new AbortController();

@@ -1,0 +1,51 @@
+/**
+ * `arl train --agent <command>`: the CLI trains a user's agent (here a plain script calling the per-rollout
+ * OpenAI base URL with fetch) on the search env — held-out evaluation before and after, RL steps in
+ * metrics.jsonl, a loadable final checkpoint — and refuses what it does not support, naming it.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { loadPolicy } from "../src/train/checkpoint.ts";
+
+const repo = join(import.meta.dirname, "..");
+const dir = mkdtempSync(join(tmpdir(), "arl-cli-agent-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const arl = (...args: string[]) => spawnSync(process.execPath, [join(repo, "bin", "arl.mjs"), ...args], { cwd: repo, encoding: "utf8", timeout: 300_000 });
+
+const agent = join(dir, "agent.mjs");
+writeFileSync(agent, `
+let s = ""; for await (const c of process.stdin) s += c;
+const task = JSON.parse(s);
+const r = await fetch(process.env.OPENAI_BASE_URL + "/chat/completions", { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer " + process.env.OPENAI_API_KEY }, body: JSON.stringify({ model: "p", messages: [{ role: "user", content: task.question }], max_tokens: 8 }) });
+const j = await r.json();
+if (!r.ok || !process.env.ARL_RETRIEVAL_URL) { console.error(JSON.stringify(j)); process.exit(2); }
+console.log(JSON.stringify({ answer: j.choices[0].message.content }));
+`);
+
+describe("arl train --agent", () => {
+  it("evaluates, trains and re-evaluates the agent, writing metrics, a summary and a loadable checkpoint", async () => {
+    const r = arl("train", "--smoke", "--agent", `${JSON.stringify(process.execPath)} ${JSON.stringify(agent)}`, "--run.dir", dir, "--run.name", "mine");
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/Held-out success of your agent \(EM %, 8 questions\): before \d+\.\d \(dropped 0\) → after RL \d+\.\d \(dropped 0\)/);
+    const rows = readFileSync(join(dir, "mine", "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+    expect(rows).toHaveLength(2); // --smoke: rl.steps 2
+    for (const m of rows) expect(m.rewarded).toBe(16); // rl.tasksPerStep 4 × rl.groupSize 4
+    const summary = JSON.parse(readFileSync(join(dir, "mine", "agent-summary.json"), "utf8")) as { before: { n: number } };
+    expect(summary.before.n).toBe(8);
+    expect(existsSync(join(dir, "mine", "checkpoints", "final"))).toBe(true);
+    const p = await loadPolicy(join(dir, "mine", "checkpoints", "final"));
+    expect(p.tokenizer.vocabSize).toBeGreaterThan(0);
+  }, 300_000);
+
+  it("refuses another env and --resume, naming them (exit 2)", () => {
+    const r = arl("train", "--smoke", "--env", "travel", "--agent", "true", "--run.dir", dir);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("env.name: arl train --agent trains on the search env");
+    const q = arl("train", "--smoke", "--agent", "true", "--resume", "--run.dir", dir);
+    expect(q.status).toBe(2);
+    expect(q.stderr).toContain("--agent: --resume and --dry-run are not supported with --agent yet");
+  }, 120_000);
+});
