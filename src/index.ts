@@ -102,6 +102,21 @@ export { OpenAIJudge } from "./reward/judge.ts";
 export { hackingMetrics, DetectorMonitor, defaultDetectors, DEFAULT_DETECTOR_THRESHOLDS } from "./reward/detectors.ts";
 export type { DetectorFiring, DetectorRule, DetectorSpec, DetectorThresholds } from "./reward/detectors.ts";
 
+// ── Your own agent: the OpenAI-compatible training gateway and the loop over it (src/gateway/, src/train/agent*.ts) ──
+/** The gateway in front of the policy: per-rollout `/rollout/<id>/v1` chat completions, exact token records, rewards. */
+export { startGateway, gatewayApp } from "./gateway/server.ts";
+export type { Gateway, GatewayOptions, GatewayPolicy, RunningGateway } from "./gateway/server.ts";
+export { RolloutRegistry } from "./gateway/registry.ts";
+export type { RolloutSnapshot, RolloutStatus } from "./gateway/registry.ts";
+export type { GatewayCall, GatewayReward, GatewaySegment, RolloutRecord } from "./gateway/types.ts";
+/** RL on an unchanged agent (a function, or a command given `OPENAI_BASE_URL`): rollouts, grading, GRPO, updates. */
+export { trainAgent, runAgentRollout } from "./train/agentRun.ts";
+export type { TrainAgentOptions } from "./train/agentRun.ts";
+export { runAgentCommand, agentBatch, segmentToDatum } from "./train/agentRollouts.ts";
+export type { AgentContext, AgentFunction, AgentResult, AgentBatch } from "./train/agentRollouts.ts";
+export { runAgentExperiment } from "./train/agentExperiment.ts";
+export type { AgentExperimentOptions, AgentExperimentSummary } from "./train/agentExperiment.ts";
+
 // ── Policy backends and tokenizers (src/train/backends.ts, src/policy/*) ──────────────────────────────────────────
 /** Picks the model-math backend a config asks for (embedded CPU GPT, or a Tinker server) and releases it. */
 export { createBackend, closeBackend } from "./train/backends.ts";

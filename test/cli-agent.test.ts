@@ -27,12 +27,14 @@ console.log(JSON.stringify({ answer: j.choices[0].message.content }));
 
 describe("arl train --agent", () => {
   it("evaluates, trains and re-evaluates the agent, writing metrics, a summary and a loadable checkpoint", async () => {
-    const r = arl("train", "--smoke", "--agent", `${JSON.stringify(process.execPath)} ${JSON.stringify(agent)}`, "--run.dir", dir, "--run.name", "mine");
+    const r = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", `${JSON.stringify(process.execPath)} ${JSON.stringify(agent)}`, "--run.dir", dir, "--run.name", "mine");
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/Held-out success of your agent \(EM %, 8 questions\): before \d+\.\d \(dropped 0\) → after RL \d+\.\d \(dropped 0\)/);
+    expect(r.stdout).toMatch(/Held-out success of your agent \(EM %, 8 questions\): warm start \d+\.\d \(dropped 0\) → after RL \d+\.\d \(dropped 0\)/);
     const rows = readFileSync(join(dir, "mine", "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
-    expect(rows).toHaveLength(2); // --smoke: rl.steps 2
-    for (const m of rows) expect(m.rewarded).toBe(16); // rl.tasksPerStep 4 × rl.groupSize 4
+    const rl = rows.filter((m) => (m as { stage?: string }).stage === "rl");
+    expect(rl).toHaveLength(2); // --smoke: rl.steps 2
+    for (const m of rl) expect(m.rewarded).toBe(16); // rl.tasksPerStep 4 × rl.groupSize 4
+    expect(rows.filter((m) => (m as { stage?: string }).stage === "sft")).toHaveLength(4); // --smoke: sft.steps 4, on the teacher's demonstrations
     const summary = JSON.parse(readFileSync(join(dir, "mine", "agent-summary.json"), "utf8")) as { before: { n: number } };
     expect(summary.before.n).toBe(8);
     expect(existsSync(join(dir, "mine", "checkpoints", "final"))).toBe(true);
@@ -40,11 +42,14 @@ describe("arl train --agent", () => {
     expect(p.tokenizer.vocabSize).toBeGreaterThan(0);
   }, 300_000);
 
-  it("refuses another env and --resume, naming them (exit 2)", () => {
-    const r = arl("train", "--smoke", "--env", "travel", "--agent", "true", "--run.dir", dir);
+  it("refuses another env, --resume and a context too small for an agent's calls, naming them (exit 2)", () => {
+    const c = arl("train", "--smoke", "--agent", "true", "--run.dir", dir);
+    expect(c.status).toBe(2);
+    expect(c.stderr).toContain("policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least 512 tokens; got 192");
+    const r = arl("train", "--smoke", "--policy.contextLength", "512", "--env", "travel", "--agent", "true", "--run.dir", dir);
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("env.name: arl train --agent trains on the search env");
-    const q = arl("train", "--smoke", "--agent", "true", "--resume", "--run.dir", dir);
+    const q = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--resume", "--run.dir", dir);
     expect(q.status).toBe(2);
     expect(q.stderr).toContain("--agent: --resume and --dry-run are not supported with --agent yet");
   }, 120_000);

@@ -82,13 +82,13 @@ afterAll(async () => {
   await Promise.all([gw?.close(), retrieval?.close()]);
 });
 
-const cases: Array<{ file: string; task: Task; query: string; answer: string }> = [
-  { file: "examples/agents/openai-search.mjs", task: { id: "peru", question: "What is the capital of Peru?", answers: ["Lima"], kind: "single-hop" }, query: "capital of Peru", answer: "Lima" },
-  { file: "examples/agents/ai-sdk-search.mjs", task: { id: "kenya", question: "What is the capital of Kenya?", answers: ["Nairobi"], kind: "single-hop" }, query: "capital of Kenya", answer: "Nairobi" },
+const cases: Array<{ file: string; task: Task; query: string; title: string; answer: string }> = [
+  { file: "examples/agents/openai-search.mjs", task: { id: "peru", question: "What is the capital of Peru?", answers: ["Lima"], kind: "single-hop" }, query: "capital of Peru", title: "Peru", answer: "Lima" },
+  { file: "examples/agents/ai-sdk-search.mjs", task: { id: "kenya", question: "What is the capital of Kenya?", answers: ["Nairobi"], kind: "single-hop" }, query: "capital of Kenya", title: "Kenya", answer: "Nairobi" },
 ];
 
 describe("example agents (plain openai / AI SDK code, run as child processes)", () => {
-  it.each(cases)("$file searches, answers from the passage, and its rollout is one exact segment", async ({ file, task, query, answer }) => {
+  it.each(cases)("$file searches, answers from the passage, and its rollout is one exact segment", async ({ file, task, query, title, answer }) => {
     const id = `example-${task.id}`;
     gw.registry.open(id, { meta: { taskId: task.id } });
     const before = received.length;
@@ -138,8 +138,8 @@ describe("example agents (plain openai / AI SDK code, run as child processes)", 
       ...c1.completionTokens.map((_, i) => p1 + i),
     ]);
     const observation = tok.decode(seg.tokens.slice(p0 + c0.completionTokens.length, p1));
-    expect(observation).toContain("<tool_response>\nDoc 1(Title: ");
-    expect(observation).toContain(`) ${answer} is the capital of`);
+    expect(observation).toMatch(/^\n<\|im_start\|>user\n<tool_response>\nDoc 1\(Title: .*\n<\/tool_response><\|im_end\|>\n<\|im_start\|>assistant\n$/s);
+    expect(observation).toContain(`Doc 1(Title: ${title}) ${answer} is the capital of ${title}.\nDoc 2(Title: `);
     expect(tok.decode(c1.completionTokens)).toBe(`${answer}<|im_end|>`);
   }, 30_000);
 

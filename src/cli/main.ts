@@ -144,7 +144,7 @@ program
       const { runAgentExperiment } = await import("../train/agentExperiment.ts");
       const t0 = performance.now();
       const summary = await runAgentExperiment(config, { agent: opts.agent, reporter: consoleReporter(), overwrite: opts.overwrite === true });
-      console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): before ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
+      console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
       console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
       return;
     }

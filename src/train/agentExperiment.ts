@@ -6,7 +6,10 @@
  * `metrics.jsonl`, `checkpoints/final`, `agent-summary.json`).
  */
 import type { Metrics, Task } from "../core/types.ts";
-import { buildWorld, worldTexts } from "../envs/search/world.ts";
+import { buildWorld, valuesOf, worldTexts, type CountryAttribute } from "../envs/search/world.ts";
+import { PERSONAS, pickPersona, type Persona } from "../envs/search/scripted.ts";
+import type { Datum } from "../core/types.ts";
+import { Rng } from "../core/rng.ts";
 import { startGateway } from "../gateway/server.ts";
 import type { RolloutRecord } from "../gateway/types.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
@@ -21,6 +24,8 @@ import { ConfigError, type ExperimentConfig } from "./config.ts";
 import { evalTasks, gptConfigOf, silentReporter, type Reporter } from "./experiment.ts";
 import type { AgentFunction } from "./agentRollouts.ts";
 import { runAgentRollout, trainAgent } from "./agentRun.ts";
+import { segmentToDatum } from "./agentRollouts.ts";
+import { teacherSampler } from "./agentTeacher.ts";
 import { RunDir } from "./runDir.ts";
 
 /** Options of `runAgentExperiment`. */
@@ -35,10 +40,17 @@ export interface AgentExperimentOptions {
   rolloutDeadlineMs?: number;
 }
 
+/** The smallest context (tokens) `--agent` accepts: one search round of the example agents is ~300 tokens. */
+export const MIN_AGENT_CONTEXT = 512;
+
+/** Rollouts run at once while recording demonstrations. */
+const DEMO_CONCURRENCY = 8;
+
 /** Held-out success before and after training. */
 export interface AgentExperimentSummary {
   run: string;
-  /** EM % of the agent's answers on the held-out tasks, with the initial and with the trained policy. */
+  /** EM % of the agent's answers on the held-out tasks: with the warm start (or the initial policy when `sft.steps` is
+   * 0) and after RL. */
   before: { success: number; n: number; dropped: number };
   after: { success: number; n: number; dropped: number };
   steps: Metrics[];
@@ -55,14 +67,25 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   if (config.env.name !== "search") {
     throw new ConfigError([`env.name: arl train --agent trains on the search env (its retrieval is served to the agent as ARL_RETRIEVAL_URL); got ${config.env.name}`]);
   }
+  if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
+    throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
+  }
   const reporter = options.reporter ?? silentReporter;
   const world = buildWorld({ seed: config.run.seed, ...config.env.world });
-  const tokenizer = WordTokenizer.fromTexts([...worldTexts(world), ...(options.agentTexts ?? [])], hermesProtocol.specialTokens);
+  // The world's words, the Hermes template's and the teacher's tool-call markup (the agent's own prompt words that
+  // the world lacks are [UNK]: a fixed prefix).
+  const markup = [
+    hermesProtocol.system([{ name: "search", description: "Search the knowledge base.", parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] } }], "Answer the question."),
+    `<tool_call>\n${JSON.stringify({ name: "search", arguments: { query: "capital of france" } })}\n</tool_call><|im_end|>`,
+    "Doc 1(Title: ) unknown search failed",
+  ];
+  const tokenizer = WordTokenizer.fromTexts([...worldTexts(world), ...markup, ...(options.agentTexts ?? [])], hermesProtocol.specialTokens);
   const gpt = gptConfigOf(config, tokenizer.vocabSize);
   const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite ?? false, log: (m) => reporter.log(m) });
   run.writeConfig(config);
   const backend = await EmbeddedBackend.create(gpt, { seed: config.run.seed, samplerEngine: config.policy.sampler });
-  const retrieval = await listen(createRetrievalApp(new BM25Index([...world.passages])));
+  const index = new BM25Index([...world.passages]);
+  const retrieval = await listen(createRetrievalApp(index));
   const gateway = await startGateway({
     policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
     seed: config.run.seed,
@@ -84,7 +107,47 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     return { success: held.length > 0 ? (100 * rewarded.reduce((a, r) => a + r.reward!.value, 0)) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
   };
   try {
-    const before = await evaluate("before");
+    if (config.sft.steps > 0) {
+      // Warm start: the unchanged agent runs against scripted teachers (the search env's personas), so the
+      // demonstrations are in exactly the agent's own token format; then cross entropy on their completions.
+      const rng = new Rng(config.run.seed ^ 0x5f7a);
+      const byPersona = new Map<Persona, Task[]>();
+      for (const [i, task] of world.train.entries()) {
+        for (let d = 0; d < config.sft.demosPerTask; d++) {
+          const p = pickPersona(config.sft.personas, config.run.seed * 7919 + i * 31 + d);
+          byPersona.set(p, [...(byPersona.get(p) ?? []), task]);
+        }
+      }
+      const datums: Datum[] = [];
+      let firstDrop: string | undefined;
+      const bar = reporter.bar("demonstrations", world.train.length * config.sft.demosPerTask);
+      let done = 0;
+      for (const persona of PERSONAS) {
+        const tasks = byPersona.get(persona) ?? [];
+        if (tasks.length === 0) continue;
+        gateway.setSampler(teacherSampler(world.train, tokenizer, index, { persona, valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed }));
+        for (let start = 0; start < tasks.length; start += DEMO_CONCURRENCY) {
+          const records = await Promise.all(tasks.slice(start, start + DEMO_CONCURRENCY).map((t, j) => runAgentRollout(base, `demo-${persona}-${config.run.seed}-${start + j}`, t)));
+          firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
+          for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
+          bar.update((done += records.length));
+        }
+      }
+      bar.stop();
+      if (datums.length === 0) throw new Error(`warm start: the agent produced no demonstrations with the teacher (every rollout was dropped${firstDrop ? `; first: ${firstDrop}` : ""}): check the agent against the gateway`);
+      const sft = reporter.bar("warm start (SFT)", config.sft.steps);
+      for (let step = 0; step < config.sft.steps; step++) {
+        const batch = Array.from({ length: Math.min(config.sft.batchSize, datums.length) }, () => datums[rng.int(datums.length)]);
+        const fb = await backend.forwardBackward(batch, "cross_entropy");
+        await backend.optimStep({ learningRate: config.sft.learningRate, gradClip: config.rl.gradClip });
+        run.logMetrics("sft", step, { loss: fb.loss, demos: datums.length });
+        sft.update(step + 1);
+      }
+      sft.stop();
+      gateway.setSampler(backend.samplingClient());
+      await savePolicy(run.checkpoint("sft"), backend, tokenizer, gpt);
+    }
+    const before = await evaluate(config.sft.steps > 0 ? "warm" : "before");
     const bar = reporter.bar("RL (agent)", config.rl.steps);
     const steps = await trainAgent({
       ...base,

@@ -42,6 +42,8 @@ export interface TrainAgentOptions {
   /** Rollout ids are `<prefix>-s<step>-t<task>-g<member>` (default `run<seed>`): unique per gateway, and fixed so a
    * rerun samples the same seeds (the gateway derives a call's seed from its rollout id). */
   rolloutPrefix?: string;
+  /** Rollouts running at once (default 16): each may be a child process. */
+  concurrency?: number;
   /** Called with each step's metrics. */
   onStep?: (step: number, metrics: Metrics, records: RolloutRecord[]) => void;
 }
@@ -59,7 +61,8 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
   for (let step = 0; step < options.steps; step++) {
     // 1. rollout: G episodes of each task, all at once, each on its own base URL
     const tasks = Array.from({ length: options.tasksPerStep }, () => options.tasks[rng.int(options.tasks.length)]);
-    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task)))));
+    const limit = limiter(options.concurrency ?? 16);
+    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => limit(() => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task))))));
     // 2. reward → 3. advantage (within each task's group; dropped rollouts take no part)
     const batch = agentBatch(groups, { normalizeStd: options.normalizeStd ?? true });
     const rewards = groups.flat().filter((r) => r.status === "rewarded").map((r) => r.reward!.value);
@@ -127,4 +130,20 @@ export async function runAgentRollout(
     reg.reward(id, options.grade(task, result.answer, reg.snapshot(id)));
   }
   return reg.wait(id);
+}
+
+/** Runs at most `n` of the given jobs at once, in submission order. */
+export function limiter(n: number): <T>(job: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: Array<() => void> = [];
+  return async <T>(job: () => Promise<T>): Promise<T> => {
+    if (running >= n) await new Promise<void>((r) => waiting.push(r));
+    running++;
+    try {
+      return await job();
+    } finally {
+      running--;
+      waiting.shift()?.();
+    }
+  };
 }

@@ -1,0 +1,81 @@
+/**
+ * Warm-start demonstrations for a user's own agent: a scripted "teacher" policy stands behind the gateway while the
+ * unchanged agent runs, so the demonstrations are recorded in exactly the token format the agent produces with the
+ * trained policy later (its own system prompt, its tools' schemas, its message history, the gateway's chat template) —
+ * nothing is re-rendered for SFT. The teacher plays one of the search env's personas (`src/envs/search/scripted.ts`:
+ * careful, guesser, over-searcher, poor query), speaking Hermes tool calls instead of Search-R1 tags. It simulates its
+ * episode from the task alone: its own earlier turns are deterministic, and what its queries retrieved it looks up in
+ * the same BM25 index the agent's search tool calls (the agent's `topk` must be `RETRIEVAL_TOPK`).
+ */
+import type { Action, Task, Turn } from "../core/types.ts";
+import { personaTurn, type Persona, type ValuesOf } from "../envs/search/scripted.ts";
+import { parseSearchR1Action } from "../env/searchR1.ts";
+import type { SampledSequence, SampleOptions, SamplingClient } from "../policy/types.ts";
+import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { BM25Index } from "../retrieval/bm25.ts";
+
+/** Passages per search the teacher assumes the agent's tool asks for (the example agents' `topk`). */
+export const RETRIEVAL_TOPK = 3;
+
+/** How the teacher's tool call is written: the tool's name and its query argument (the example agents' `search`/`query`). */
+export interface TeacherTool {
+  name: string;
+  queryArg: string;
+}
+
+const normalise = (s: string) => s.toLowerCase().replace(/\s+/g, " ").trim();
+
+/**
+ * A sampling client that answers as `persona` would on the task whose question the prompt holds.
+ * @param tasks the tasks the agent will be given (found in the prompt by their question)
+ * @returns a `SamplingClient`; `sample` throws when the prompt holds no known task's question
+ */
+export function teacherSampler(
+  tasks: readonly Task[],
+  tokenizer: Tokenizer,
+  index: BM25Index,
+  options: { persona: Persona; valuesOf: ValuesOf; tool?: TeacherTool; imEnd?: string; seed: number },
+): SamplingClient {
+  const tool = options.tool ?? { name: "search", queryArg: "query" };
+  const imEnd = options.imEnd ?? "<|im_end|>";
+  // Longest questions first, so a question that contains another is matched as itself.
+  const byQuestion = [...tasks].map((t) => [normalise(tokenizer.decode(tokenizer.encode(t.question))), t] as const).sort((a, b) => b[0].length - a[0].length);
+  return {
+    async sample(promptTokens: number[], opts: SampleOptions): Promise<SampledSequence[]> {
+      const prompt = normalise(tokenizer.decode(promptTokens));
+      const hit = byQuestion.find(([q]) => prompt.includes(q));
+      if (!hit) throw new Error("teacher: the prompt holds none of the tasks' questions");
+      const task = hit[1];
+      // The turns it already took: one per tool response the agent has sent back.
+      const turnIndex = (prompt.match(/<tool_response>/g) ?? []).length;
+      const seed = options.seed + hashOf(task.id);
+      const history: Turn[] = [];
+      let text = "";
+      for (let i = 0; i <= turnIndex; i++) {
+        text = personaTurn(options.persona, { task, turnIndex: i, history, seed: seed + i, budget: 1 << 20 }, options.valuesOf);
+        const action = parseSearchR1Action(text);
+        if (i === turnIndex) break;
+        const query = action.type === "tool_call" ? action.calls[0]?.arguments.query : undefined;
+        history.push(turnOf(text, action, typeof query === "string" ? index.search(query, RETRIEVAL_TOPK) : []));
+      }
+      const action = parseSearchR1Action(text);
+      const out =
+        action.type === "tool_call"
+          ? // Hermes' spacing (`{"name": …, "arguments": {…}}`, as Qwen writes calls): the word tokenizer's vocabulary has it.
+            `<tool_call>\n{"name": ${JSON.stringify(tool.name)}, "arguments": {${JSON.stringify(tool.queryArg)}: ${JSON.stringify(String(action.calls[0]?.arguments.query ?? ""))}}}\n</tool_call>${imEnd}`
+          : `${action.type === "answer" ? action.answer : "unknown"}${imEnd}`;
+      const tokens = tokenizer.encode(out).slice(0, Math.max(1, opts.maxTokens));
+      return Array.from({ length: opts.n }, () => ({ tokens: [...tokens], logprobs: tokens.map(() => 0), stopReason: "stop" as const }));
+    },
+  };
+}
+
+function turnOf(actionText: string, action: Action, passages: Turn["passages"]): Turn {
+  return { actionText, action, passages } as Turn;
+}
+
+function hashOf(s: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619) >>> 0;
+  return h % 1_000_000;
+}
