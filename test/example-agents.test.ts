@@ -6,14 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Passage, Task } from "../src/core/types.ts";
-import type { SampledSequence, SampleOptions, SamplingClient } from "../src/policy/types.ts";
-import type { Tokenizer } from "../src/policy/tokenizer.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { listen, type RunningServer } from "../src/serve/http.ts";
 import { createRetrievalApp } from "../src/serve/retrieval.ts";
 import { startGateway, type RunningGateway } from "../src/gateway/server.ts";
 import { runAgentCommand, type AgentContext } from "../src/train/agentRollouts.ts";
-import { qwenTokenizer } from "./gateway-helpers.ts";
+import { ScriptedSampler, qwenTokenizer } from "./gateway-helpers.ts";
 
 const KEY = "examples-key";
 const tok = qwenTokenizer();
@@ -41,28 +39,9 @@ function searchScript(prompt: string): string {
   return `${word}<|im_end|>`;
 }
 
-/** Writes `searchScript(decodedPrompt)` as tokens; honours stop ids (kept) and `maxTokens`; seed-dependent logprobs. */
-class SearchSampler implements SamplingClient {
-  readonly returned: Array<{ prompt: number[]; options: SampleOptions; sample: SampledSequence }> = [];
-  constructor(private readonly tokenizer: Tokenizer) {}
-  async sample(promptTokens: number[], options: SampleOptions): Promise<SampledSequence[]> {
-    const all = this.tokenizer.encode(searchScript(this.tokenizer.decode(promptTokens)));
-    let tokens = all.slice(0, options.maxTokens);
-    let stopReason: SampledSequence["stopReason"] = tokens.length < all.length ? "length" : "stop";
-    const at = tokens.findIndex((t) => options.stop?.includes(t));
-    if (at >= 0) {
-      tokens = tokens.slice(0, at + 1);
-      stopReason = "stop";
-    }
-    const sample: SampledSequence = { tokens, logprobs: tokens.map((_, i) => -((options.seed % 97) + i + 1) / 512), stopReason };
-    this.returned.push({ prompt: promptTokens.slice(), options, sample });
-    return [sample];
-  }
-}
-
 let retrieval: RunningServer;
 let gw: RunningGateway;
-let sampler: SearchSampler;
+let sampler: ScriptedSampler;
 const received: string[][] = [];
 const savedRetrievalUrl = process.env.ARL_RETRIEVAL_URL;
 
@@ -72,7 +51,7 @@ beforeAll(async () => {
     if (req.url === "/retrieve") received.push((req.body as { queries: string[] }).queries);
   });
   retrieval = await listen(app, { host: "127.0.0.1", port: 0 });
-  sampler = new SearchSampler(tok);
+  sampler = new ScriptedSampler(tok, searchScript);
   gw = await startGateway({ policy: { name: "arl/policy", sampler, tokenizer: tok, contextLength: 4096 }, apiKey: KEY, seed: 3, deadlineMs: 30_000 });
   process.env.ARL_RETRIEVAL_URL = retrieval.url; // runAgentCommand passes the environment through
 });
