@@ -27,6 +27,28 @@ describe("runAgentCommand", () => {
     setTimeout(() => ac.abort(), 200);
     expect((await runAgentCommand(node(`setTimeout(()=>{},60000)`), ctx(ac.signal), { timeoutMs: 20_000 })).error).toBe("rollout deadline passed (agent killed)");
     expect(await runAgentCommand(node(`console.log("no json here")`), ctx(), { timeoutMs: 20_000 })).toEqual({});
+    // An uncaught error: its error line, not the end of the stack trace.
+    expect((await runAgentCommand(node(`function f(){ throw new TypeError("tools undefined") } f()`), ctx(), { timeoutMs: 20_000 })).error).toBe("agent exited with code 1: TypeError: tools undefined");
+  }, 30_000);
+
+  it("kills the agent itself, not only the shell in front of it, when its time is up", async () => {
+    const { mkdtempSync, readFileSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const pidFile = join(mkdtempSync(join(tmpdir(), "arl-agent-pid-")), "pid");
+    // `; true` keeps the shell alive as the agent's parent (a lone command may be exec'd in its place).
+    const command = `${node(`require("fs").writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000)`)}; true`;
+    expect((await runAgentCommand(command, ctx(), { timeoutMs: 1_000 })).error).toBe("agent timed out after 1000 ms (killed)");
+    await new Promise((r) => setTimeout(r, 200));
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    // Gone, or dead and waiting to be reaped (a zombie: in a container PID 1 may reap late).
+    let state = "gone";
+    try {
+      state = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] ?? "gone";
+    } catch {
+      // no such process
+    }
+    expect(["gone", "Z", "X"]).toContain(state);
   }, 30_000);
 });
 

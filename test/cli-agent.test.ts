@@ -38,17 +38,24 @@ describe("arl train --agent", () => {
     const summary = JSON.parse(readFileSync(join(dir, "mine", "agent-summary.json"), "utf8")) as { before: { n: number } };
     expect(summary.before.n).toBe(8);
     expect(existsSync(join(dir, "mine", "checkpoints", "final"))).toBe(true);
+    // Every rollout, with its status and (for dropped ones) its reason.
+    const rollouts = readFileSync(join(dir, "mine", "rollouts.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { stage: string; status: string });
+    expect(rollouts.filter((x) => x.stage === "rl")).toHaveLength(32);
+    expect(rollouts.filter((x) => x.stage.startsWith("eval-"))).toHaveLength(16);
     const p = await loadPolicy(join(dir, "mine", "checkpoints", "final"));
     expect(p.tokenizer.vocabSize).toBeGreaterThan(0);
   }, 300_000);
 
-  it("refuses another env, --resume and a context too small for an agent's calls, naming them (exit 2)", () => {
+  it("refuses another env, a Tinker backend, --resume and a context too small for an agent's calls, naming them (exit 2)", () => {
     const c = arl("train", "--smoke", "--agent", "true", "--run.dir", dir);
     expect(c.status).toBe(2);
     expect(c.stderr).toContain("policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least 512 tokens; got 192");
     const r = arl("train", "--smoke", "--policy.contextLength", "512", "--env", "travel", "--agent", "true", "--run.dir", dir);
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("env.name: arl train --agent trains on the search env");
+    const t = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--policy.backend", "tinker", "--run.dir", dir);
+    expect(t.status).toBe(2);
+    expect(t.stderr).toContain("policy.backend: arl train --agent trains the embedded policy only");
     const q = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--resume", "--run.dir", dir);
     expect(q.status).toBe(2);
     expect(q.stderr).toContain("--agent: --resume and --dry-run are not supported with --agent yet");

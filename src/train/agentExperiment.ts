@@ -43,6 +43,22 @@ export interface AgentExperimentOptions {
 /** The smallest context (tokens) `--agent` accepts: one search round of the example agents is ~300 tokens. */
 export const MIN_AGENT_CONTEXT = 512;
 
+/** A rollout's deadline unless `rolloutDeadlineMs` / `--agent-deadline` says otherwise (ms). */
+export const DEFAULT_AGENT_DEADLINE_MS = 120_000;
+
+/**
+ * One line per rollout in `rollouts.jsonl` (stage, step, id, task, status, reward, drop reason, calls, segments,
+ * mismatches), and the step's drop reasons on the reporter: why a rollout was dropped is never only a count.
+ */
+function logRollouts(run: RunDir, stage: string, step: number, records: readonly RolloutRecord[], reporter: Reporter): void {
+  const reasons = new Map<string, number>();
+  for (const r of records) {
+    run.appendJsonl("rollouts.jsonl", { stage, step, id: r.id, task: r.meta.taskId, status: r.status, reward: r.reward?.value ?? null, dropReason: r.dropReason ?? null, calls: r.calls.length, segments: r.segments.length, mismatches: r.mismatches });
+    if (r.dropReason) reasons.set(r.dropReason, (reasons.get(r.dropReason) ?? 0) + 1);
+  }
+  for (const [why, n] of reasons) reporter.log(`${stage} step ${step}: ${n} rollout(s) dropped: ${why}`);
+}
+
 /** Rollouts run at once while recording demonstrations. */
 const DEMO_CONCURRENCY = 8;
 
@@ -66,6 +82,9 @@ export const gradeAnswer = (task: Task, answer: string | undefined): number => (
 export async function runAgentExperiment(config: ExperimentConfig, options: AgentExperimentOptions): Promise<AgentExperimentSummary> {
   if (config.env.name !== "search") {
     throw new ConfigError([`env.name: arl train --agent trains on the search env (its retrieval is served to the agent as ARL_RETRIEVAL_URL); got ${config.env.name}`]);
+  }
+  if (config.policy.backend !== "embedded") {
+    throw new ConfigError([`policy.backend: arl train --agent trains the embedded policy only (a Tinker sampler behind the gateway is not wired yet); got ${config.policy.backend}`]);
   }
   if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
     throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
@@ -92,7 +111,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   });
   const previous = process.env.ARL_RETRIEVAL_URL;
   process.env.ARL_RETRIEVAL_URL = retrieval.url; // the agent's search tool (children inherit the environment)
-  const deadlineMs = options.rolloutDeadlineMs ?? 120_000;
+  const deadlineMs = options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS;
   const base = { agent: options.agent, gateway, grade: (t: Task, a: string | undefined) => gradeAnswer(t, a), rolloutDeadlineMs: deadlineMs };
   const held = evalTasks(world, config);
   const evaluate = async (label: string): Promise<AgentExperimentSummary["before"]> => {
@@ -103,6 +122,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       bar.update(i + 1);
     }
     bar.stop();
+    logRollouts(run, `eval-${label}`, 0, records, reporter);
     const rewarded = records.filter((r) => r.status === "rewarded");
     return { success: held.length > 0 ? (100 * rewarded.reduce((a, r) => a + r.reward!.value, 0)) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
   };
@@ -120,6 +140,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       }
       const datums: Datum[] = [];
       let firstDrop: string | undefined;
+      let noCalls = 0;
       const bar = reporter.bar("demonstrations", world.train.length * config.sft.demosPerTask);
       let done = 0;
       for (const persona of PERSONAS) {
@@ -129,12 +150,15 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
         for (let start = 0; start < tasks.length; start += DEMO_CONCURRENCY) {
           const records = await Promise.all(tasks.slice(start, start + DEMO_CONCURRENCY).map((t, j) => runAgentRollout(base, `demo-${persona}-${config.run.seed}-${start + j}`, t)));
           firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
+          noCalls += records.filter((r) => r.status === "rewarded" && r.calls.length === 0).length;
           for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
           bar.update((done += records.length));
         }
       }
       bar.stop();
-      if (datums.length === 0) throw new Error(`warm start: the agent produced no demonstrations with the teacher (every rollout was dropped${firstDrop ? `; first: ${firstDrop}` : ""}): check the agent against the gateway`);
+      if (datums.length === 0) {
+        throw new Error(`warm start: the agent produced no demonstrations with the teacher: ${firstDrop ? `rollouts were dropped (first: ${firstDrop})` : ""}${firstDrop && noCalls ? "; " : ""}${noCalls ? `${noCalls} rollout(s) finished without calling ${"$"}OPENAI_BASE_URL/chat/completions` : ""} — check the agent against the gateway (examples/agents/README.md)`);
+      }
       const sft = reporter.bar("warm start (SFT)", config.sft.steps);
       for (let step = 0; step < config.sft.steps; step++) {
         const batch = Array.from({ length: Math.min(config.sft.batchSize, datums.length) }, () => datums[rng.int(datums.length)]);
@@ -161,8 +185,9 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       lossConfig: { clipLow: config.rl.clipLow, clipHigh: config.rl.clipHigh, normalization: config.rl.advantage === "drgrpo" ? "constant" : "tokens", constantLength: config.rl.maxTokensPerTurn * config.env.maxTurns },
       adam: { learningRate: config.rl.learningRate, gradClip: config.rl.gradClip },
       normalizeStd: config.rl.advantage === "grpo",
-      onStep: (step, m) => {
+      onStep: (step, m, records) => {
         run.logMetrics("rl", step, m);
+        logRollouts(run, "rl", step, records, reporter);
         bar.update(step + 1);
       },
     });

@@ -42,6 +42,8 @@ export function runAgentCommand(command: string, ctx: AgentContext, options: { t
   return new Promise((resolve) => {
     const child = spawn(command, {
       shell: true,
+      // Its own process group: a kill must reach the agent under the shell, not only `sh` (else it outlives us).
+      detached: process.platform !== "win32",
       cwd: options.cwd,
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, OPENAI_BASE_URL: ctx.baseURL, OPENAI_API_KEY: ctx.apiKey, ARL_ROLLOUT_ID: ctx.rolloutId, ARL_REWARD_URL: ctx.rewardURL },
@@ -55,12 +57,20 @@ export function runAgentCommand(command: string, ctx: AgentContext, options: { t
       clearTimeout(timer);
       resolve(r);
     };
+    const kill = () => {
+      try {
+        if (child.pid !== undefined && process.platform !== "win32") process.kill(-child.pid, "SIGKILL");
+        else child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    };
     const timer = setTimeout(() => {
-      child.kill("SIGKILL");
+      kill();
       done({ error: `agent timed out after ${options.timeoutMs} ms (killed)` });
     }, options.timeoutMs);
     const abort = () => {
-      child.kill("SIGKILL");
+      kill();
       done({ error: "rollout deadline passed (agent killed)" });
     };
     ctx.signal.addEventListener("abort", abort, { once: true });
@@ -70,7 +80,7 @@ export function runAgentCommand(command: string, ctx: AgentContext, options: { t
     child.on("close", (code, signal) => {
       ctx.signal.removeEventListener("abort", abort);
       if (code !== 0) {
-        done({ error: `agent exited with ${code === null ? `signal ${signal}` : `code ${code}`}${stderr.trim() ? `: ${stderr.trim().split("\n").slice(-3).join(" | ")}` : ""}` });
+        done({ error: `agent exited with ${code === null ? `signal ${signal}` : `code ${code}`}${stderrGist(stderr)}` });
         return;
       }
       for (const line of stdout.trim().split("\n").reverse()) {
@@ -160,4 +170,12 @@ export function agentBatch(groups: readonly (readonly RolloutRecord[])[], option
     });
   }
   return batch;
+}
+
+/** The informative part of an agent's stderr: its error line (`TypeError: …`, `error: …`) if any, else its last lines. */
+function stderrGist(stderr: string): string {
+  const lines = stderr.trim().split("\n").map((l) => l.trim()).filter((l) => l !== "");
+  if (lines.length === 0) return "";
+  const error = lines.find((l) => /^(\w*Error\b|error\b)/i.test(l));
+  return `: ${error ?? lines.slice(-3).join(" | ")}`;
 }

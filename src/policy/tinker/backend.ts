@@ -72,6 +72,8 @@ export interface TinkerCheckpointPointer {
 }
 
 let saveCounter = 0;
+/** Warnings already given, by server, family and kind. */
+const warnedOnce = new Set<string>();
 /** verl-tinker servers this process holds a model on (one model per server: families.ts). */
 const verlModels = new Set<string>();
 
@@ -85,7 +87,6 @@ export class TinkerBackend implements TrainingBackend {
   private seq = 1;
   /** Training requests chain here so their `seq_id`s reach the server in order. */
   private queue: Promise<unknown> = Promise.resolve();
-  private readonly warned = new Set<string>();
 
   private constructor(
     readonly client: TinkerClient,
@@ -150,8 +151,10 @@ export class TinkerBackend implements TrainingBackend {
   }
 
   private warn(key: string, message: string): void {
-    if (this.warned.has(key)) return;
-    this.warned.add(key);
+    // Once per server and process: a run's reference policy or a reloaded model is not told again.
+    const once = `${this.client.baseUrl} ${this.family} ${key}`;
+    if (warnedOnce.has(once)) return;
+    warnedOnce.add(once);
     (this.options.onWarning ?? ((m: string) => console.warn(`warning: ${m}`)))(message);
   }
 

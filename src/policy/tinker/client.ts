@@ -166,9 +166,11 @@ export class TinkerClient {
         attempt--;
         continue;
       }
-      const err = new TinkerApiError(res.status, path, res.error ?? reasonOf(res, this.baseUrl));
       const spent = Date.now() - start;
-      if (!RETRYABLE(res.status) || attempt + 1 >= this.opts.retries || spent >= this.opts.retryForMs) throw err;
+      const giveUp = !RETRYABLE(res.status) || attempt + 1 >= this.opts.retries || spent >= this.opts.retryForMs;
+      const retried = RETRYABLE(res.status) && attempt > 0 ? ` (retried ${attempt}× over ${Math.round(spent / 1000)} s: policy.tinker.retryForMs; a run stopped here continues with --resume)` : "";
+      const err = new TinkerApiError(res.status, path, (res.error ?? reasonOf(res, this.baseUrl)) + retried);
+      if (giveUp) throw err;
       await sleep(Math.min(this.backoff(attempt), Math.max(0, this.opts.retryForMs - spent)));
     }
   }
