@@ -44,6 +44,12 @@ describe("arl train --agent", () => {
     expect(rollouts.filter((x) => x.stage.startsWith("eval-"))).toHaveLength(16);
     const p = await loadPolicy(join(dir, "mine", "checkpoints", "final"));
     expect(p.tokenizer.vocabSize).toBeGreaterThan(0);
+
+    // A later run starts from this run's warm start instead of recording and training a new one.
+    const again = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", `${JSON.stringify(process.execPath)} ${JSON.stringify(agent)}`, "--agent-warm-start", join(dir, "mine", "checkpoints", "sft"), "--run.dir", dir, "--run.name", "again");
+    expect(again.status, again.stderr).toBe(0);
+    const stages = readFileSync(join(dir, "again", "metrics.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { stage: string }).stage);
+    expect(stages).toEqual(["rl", "rl"]);
   }, 300_000);
 
   it("refuses another env, a Tinker backend, --resume and a context too small for an agent's calls, naming them (exit 2)", () => {

@@ -131,10 +131,11 @@ program
   .option("--overwrite", "replace an existing run folder of the same name")
   .option("--resume", "continue the run in the folder (same --config and flags) from its last good checkpoint; metrics end identical to an uninterrupted run")
   .option("--dry-run", "validate config, reward, tokenizer, world, Tinker server and (with --resume) checkpoints; train nothing, write nothing")
+  .option("--agent-warm-start <checkpoint>", "with --agent: start from this checkpoint (e.g. an earlier --agent run's checkpoints/sft) instead of a new warm start")
   .option("--agent-deadline <ms>", "with --agent: a rollout's deadline; past it the agent is killed and the rollout dropped (default 120000)")
   .option("--agent <command>", "train your own agent (a shell command using the openai client or the AI SDK; env OPENAI_BASE_URL, ARL_RETRIEVAL_URL; task JSON on stdin; see examples/agents/README.md) on the search env's tasks")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
-  .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentDeadline?: string }) => {
+  .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentDeadline?: string; agentWarmStart?: string }) => {
     const config = loadConfig(opts.config, opts.smoke === true, overrides, await envArg(opts.env));
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
@@ -148,8 +149,8 @@ program
       if (deadline !== undefined && !(Number.isInteger(deadline) && deadline >= 1 && deadline <= 2 ** 31 - 1)) {
         throw new ConfigError([`--agent-deadline: expected an integer number of ms in 1..2147483647, got ${JSON.stringify(opts.agentDeadline)}`]);
       }
-      const summary = await runAgentExperiment(config, { agent: opts.agent, reporter: consoleReporter(), overwrite: opts.overwrite === true, rolloutDeadlineMs: deadline });
-      console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
+      const summary = await runAgentExperiment(config, { agent: opts.agent, reporter: consoleReporter(), overwrite: opts.overwrite === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
+      console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 || opts.agentWarmStart ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
       console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
       return;
     }

@@ -12,7 +12,8 @@ import type { Datum } from "../core/types.ts";
 import { Rng } from "../core/rng.ts";
 import { startGateway } from "../gateway/server.ts";
 import type { RolloutRecord } from "../gateway/types.ts";
-import { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import type { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import { createBackend } from "./backends.ts";
 import { WordTokenizer } from "../policy/tokenizer.ts";
 import { hermesProtocol } from "../protocol/hermes.ts";
 import { emCheck } from "../reward/em.ts";
@@ -36,6 +37,9 @@ export interface AgentExperimentOptions {
   overwrite?: boolean;
   /** Extra texts for the word tokenizer's vocabulary (the agent's system prompt and tool descriptions). */
   agentTexts?: string[];
+  /** A checkpoint folder to start from instead of the warm start (e.g. an earlier run's `checkpoints/sft`, same
+   * world and vocabulary); SFT is skipped. */
+  warmStart?: string;
   /** A rollout's deadline (ms; default 120 000). */
   rolloutDeadlineMs?: number;
 }
@@ -102,7 +106,8 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   const gpt = gptConfigOf(config, tokenizer.vocabSize);
   const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite ?? false, log: (m) => reporter.log(m) });
   run.writeConfig(config);
-  const backend = await EmbeddedBackend.create(gpt, { seed: config.run.seed, samplerEngine: config.policy.sampler });
+  // createBackend: the config's micro-batching (policy.microBatchTokens) keeps a 64-rollout update inside the wasm heap.
+  const backend = (await createBackend(config, gpt, options.warmStart)) as EmbeddedBackend;
   const index = new BM25Index([...world.passages]);
   const retrieval = await listen(createRetrievalApp(index));
   const gateway = await startGateway({
@@ -127,7 +132,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     return { success: held.length > 0 ? (100 * rewarded.reduce((a, r) => a + r.reward!.value, 0)) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
   };
   try {
-    if (config.sft.steps > 0) {
+    if (config.sft.steps > 0 && options.warmStart === undefined) {
       // Warm start: the unchanged agent runs against scripted teachers (the search env's personas), so the
       // demonstrations are in exactly the agent's own token format; then cross entropy on their completions.
       const rng = new Rng(config.run.seed ^ 0x5f7a);
@@ -171,7 +176,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       gateway.setSampler(backend.samplingClient());
       await savePolicy(run.checkpoint("sft"), backend, tokenizer, gpt);
     }
-    const before = await evaluate(config.sft.steps > 0 ? "warm" : "before");
+    const before = await evaluate(config.sft.steps > 0 || options.warmStart ? "warm" : "before");
     const bar = reporter.bar("RL (agent)", config.rl.steps);
     const steps = await trainAgent({
       ...base,
