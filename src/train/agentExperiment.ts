@@ -24,7 +24,8 @@ import { savePolicy } from "./checkpoint.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
 import { evalTasks, gptConfigOf, silentReporter, type Reporter } from "./experiment.ts";
 import type { AgentFunction } from "./agentRollouts.ts";
-import { runAgentRollout, trainAgent } from "./agentRun.ts";
+import { limited, runAgentRollout, trainAgent } from "./agentRun.ts";
+import { ToolLimiter } from "../env/tool.ts";
 import { segmentToDatum } from "./agentRollouts.ts";
 import { teacherSampler } from "./agentTeacher.ts";
 import { RunDir } from "./runDir.ts";
@@ -152,13 +153,19 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
         const tasks = byPersona.get(persona) ?? [];
         if (tasks.length === 0) continue;
         gateway.setSampler(teacherSampler(world.train, tokenizer, index, { persona, valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed }));
-        for (let start = 0; start < tasks.length; start += DEMO_CONCURRENCY) {
-          const records = await Promise.all(tasks.slice(start, start + DEMO_CONCURRENCY).map((t, j) => runAgentRollout(base, `demo-${persona}-${config.run.seed}-${start + j}`, t)));
-          firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
-          noCalls += records.filter((r) => r.status === "rewarded" && r.calls.length === 0).length;
-          for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
-          bar.update((done += records.length));
-        }
+        const limit = new ToolLimiter(DEMO_CONCURRENCY);
+        const records = await Promise.all(
+          tasks.map((t, j) =>
+            limited(limit, async () => {
+              const r = await runAgentRollout(base, `demo-${persona}-${config.run.seed}-${j}`, t);
+              bar.update(++done);
+              return r;
+            }),
+          ),
+        );
+        firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
+        noCalls += records.filter((r) => r.status === "rewarded" && r.calls.length === 0).length;
+        for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
       }
       bar.stop();
       if (datums.length === 0) {

@@ -7,6 +7,7 @@
  */
 import type { Metrics, Task } from "../core/types.ts";
 import { Rng } from "../core/rng.ts";
+import { MAX_TIMER_MS, ToolLimiter } from "../env/tool.ts";
 import type { AdamParams, LossConfig, LossFnName, TrainingBackend } from "../policy/types.ts";
 import type { RolloutSnapshot } from "../gateway/registry.ts";
 import type { RunningGateway } from "../gateway/server.ts";
@@ -61,8 +62,8 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
   for (let step = 0; step < options.steps; step++) {
     // 1. rollout: G episodes of each task, all at once, each on its own base URL
     const tasks = Array.from({ length: options.tasksPerStep }, () => options.tasks[rng.int(options.tasks.length)]);
-    const limit = limiter(options.concurrency ?? 16);
-    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => limit(() => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task))))));
+    const limit = new ToolLimiter(options.concurrency ?? 16);
+    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => limited(limit, () => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task))))));
     // 2. reward → 3. advantage (within each task's group; dropped rollouts take no part)
     const batch = agentBatch(groups, { normalizeStd: options.normalizeStd ?? true });
     const rewards = groups.flat().filter((r) => r.status === "rewarded").map((r) => r.reward!.value);
@@ -132,18 +133,13 @@ export async function runAgentRollout(
   return reg.wait(id);
 }
 
-/** Runs at most `n` of the given jobs at once, in submission order. */
-export function limiter(n: number): <T>(job: () => Promise<T>) => Promise<T> {
-  let running = 0;
-  const waiting: Array<() => void> = [];
-  return async <T>(job: () => Promise<T>): Promise<T> => {
-    if (running >= n) await new Promise<void>((r) => waiting.push(r));
-    running++;
-    try {
-      return await job();
-    } finally {
-      running--;
-      waiting.shift()?.();
-    }
-  };
+
+/** Runs `job` in one of `limit`'s slots (FIFO; the env's tool limiter, one slot kind: rollouts). */
+export async function limited<T>(limit: ToolLimiter, job: () => Promise<T>): Promise<T> {
+  const release = (await limit.acquire("rollout", MAX_TIMER_MS))!;
+  try {
+    return await job();
+  } finally {
+    release();
+  }
 }

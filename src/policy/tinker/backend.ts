@@ -142,7 +142,7 @@ export class TinkerBackend implements TrainingBackend {
       lora_config: { rank: options.loraRank ?? 32 },
       type: "create_model",
     };
-    const send = async () => JSON.parse(new TextDecoder().decode((await client.send("create_model", { body })).body)) as WireFuture & { model_id?: string };
+    const send = async () => parseFuture(await client.send("create_model", { body }), "create_model") as WireFuture & { model_id?: string };
     const created = await send();
     const done = await client.result<{ model_id?: string }>(created, { type: "CreateModel", resubmit: send });
     const modelId = done.model_id ?? created.model_id;

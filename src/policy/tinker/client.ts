@@ -316,18 +316,13 @@ export class TinkerClient {
    * @throws TinkerApiError on any other failure
    */
   async clientConfig(sdkVersion: string): Promise<Record<string, unknown> | null> {
-    const res = await this.raw("client/config", { body: { sdk_version: sdkVersion } });
-    if (res.status === 404 || res.status === 405) return null;
-    if (res.status !== 200) {
-      if (!RETRYABLE(res.status)) throw new TinkerApiError(res.status, "client/config", res.error ?? reasonOf(res, this.baseUrl));
-      // Retry like any request (a restarting server), then give up with its reason.
-      const again = await this.send("client/config", { body: { sdk_version: sdkVersion }, idempotent: false }).catch((e: unknown) => {
-        if (e instanceof TinkerApiError && (e.status === 404 || e.status === 405)) return null;
-        throw e;
-      });
-      return again ? parseJson<Record<string, unknown>>(again, "client/config") : null;
+    try {
+      // Retried like any request (a restarting server); a 404/405 is an answer: no such endpoint.
+      return parseJson<Record<string, unknown>>(await this.send("client/config", { body: { sdk_version: sdkVersion }, idempotent: false }), "client/config");
+    } catch (e) {
+      if (e instanceof TinkerApiError && (e.status === 404 || e.status === 405)) return null;
+      throw e;
     }
-    return parseJson<Record<string, unknown>>(res, "client/config");
   }
 
   /**

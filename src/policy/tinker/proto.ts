@@ -81,6 +81,15 @@ export interface ForwardBackwardRequestBody {
 /** The error a malformed binary body raises (a server answers it with 400). */
 export class ProtoDecodeError extends Error {}
 
+/** `type.decode(bytes)`, a failure named as the message it should have been. @throws ProtoDecodeError */
+function decodeAs(type: protobuf.Type, bytes: Uint8Array): protobuf.Message {
+  try {
+    return type.decode(bytes);
+  } catch (e) {
+    throw new ProtoDecodeError(`not a ${type.fullName.replace(/^\./, "")}: ${(e as Error).message}`);
+  }
+}
+
 // ---- little-endian packing (copies: decoded bytes can be unaligned views) ----
 function pack(values: readonly number[], dtype: "int32" | "int64" | "float32"): Uint8Array {
   const n = values.length;
@@ -158,12 +167,7 @@ export function encodeForwardBackwardRequest(req: ForwardBackwardRequestBody): U
  * @throws ProtoDecodeError on malformed bytes, image/audio chunks, sparse tensors or unknown dtypes
  */
 export function decodeForwardBackwardRequest(bytes: Uint8Array): ForwardBackwardRequestBody {
-  let msg: protobuf.Message;
-  try {
-    msg = FwdBwdRequestType.decode(bytes);
-  } catch (e) {
-    throw new ProtoDecodeError(`not a tinker_public.ForwardBackwardRequest: ${(e as Error).message}`);
-  }
+  const msg = decodeAs(FwdBwdRequestType, bytes);
   const o = FwdBwdRequestType.toObject(msg, { longs: Number, defaults: true }) as {
     model_id: string;
     seq_id: number;
@@ -232,12 +236,7 @@ export function encodeForwardBackwardOutput(out: WireForwardBackwardOutput): Uin
  * @throws ProtoDecodeError on malformed bytes or inconsistent offsets
  */
 export function decodeForwardBackwardOutput(bytes: Uint8Array): WireForwardBackwardOutput {
-  let msg: protobuf.Message;
-  try {
-    msg = FwdBwdOutputType.decode(bytes);
-  } catch (e) {
-    throw new ProtoDecodeError(`not a tinker_public.ForwardBackwardOutput: ${(e as Error).message}`);
-  }
+  const msg = decodeAs(FwdBwdOutputType, bytes);
   const o = FwdBwdOutputType.toObject(msg, { longs: Number, defaults: true }) as {
     loss_fn_output_type: string;
     metrics: Record<string, number>;
@@ -292,12 +291,7 @@ export function encodeSampleResponse(r: WireSampleResponse): Uint8Array {
  * @throws ProtoDecodeError on malformed bytes or an unknown stop reason
  */
 export function decodeSampleResponse(bytes: Uint8Array): WireSampleResponse {
-  let msg: protobuf.Message;
-  try {
-    msg = SampleResponseType.decode(bytes);
-  } catch (e) {
-    throw new ProtoDecodeError(`not a tinker_public.SampleResponse: ${(e as Error).message}`);
-  }
+  const msg = decodeAs(SampleResponseType, bytes);
   const o = SampleResponseType.toObject(msg, { longs: Number, defaults: false }) as {
     sequences?: Array<{ stop_reason?: number; tokens?: Uint8Array; logprobs?: Uint8Array }>;
   };
