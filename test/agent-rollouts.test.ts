@@ -9,15 +9,15 @@ import { agentBatch, runAgentCommand, segmentToDatum, type AgentContext } from "
 
 const task: Task = { id: "t1", question: "capital of peru?", answers: ["lima"], kind: "single-hop" };
 const ctx = (signal = new AbortController().signal): AgentContext => ({
-  baseURL: "http://127.0.0.1:1/rollout/r7/v1", apiKey: "k", rolloutId: "r7", rewardURL: "http://127.0.0.1:1/rollout/r7/reward", task, signal,
+  baseURL: "http://127.0.0.1:1/rollout/r7/v1", apiKey: "k", rolloutId: "r7", rewardURL: "http://127.0.0.1:1/rollout/r7/reward", task, signal, env: { ARL_WORLD: "w3" },
 });
 const node = (src: string) => `${JSON.stringify(process.execPath)} -e ${JSON.stringify(src)}`;
 
 describe("runAgentCommand", () => {
   it("gives the agent its base URL, key and rollout id in the environment and the task on stdin; reads its last JSON line", async () => {
-    const script = `let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const t=JSON.parse(s);console.log("noise");console.log(JSON.stringify({answer:[process.env.OPENAI_BASE_URL,process.env.OPENAI_API_KEY,process.env.ARL_ROLLOUT_ID,process.env.ARL_REWARD_URL,t.question].join(" ")}));});`;
+    const script = `let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const t=JSON.parse(s);console.log("noise");console.log(JSON.stringify({answer:[process.env.OPENAI_BASE_URL,process.env.OPENAI_API_KEY,process.env.ARL_ROLLOUT_ID,process.env.ARL_REWARD_URL,process.env.ARL_WORLD,t.question].join(" ")}));});`;
     const r = await runAgentCommand(node(script), ctx(), { timeoutMs: 20_000 });
-    expect(r).toEqual({ answer: "http://127.0.0.1:1/rollout/r7/v1 k r7 http://127.0.0.1:1/rollout/r7/reward capital of peru?" });
+    expect(r).toEqual({ answer: "http://127.0.0.1:1/rollout/r7/v1 k r7 http://127.0.0.1:1/rollout/r7/reward w3 capital of peru?" });
   });
 
   it("turns a crash, a timeout and a passed deadline into the reasons the rollout is dropped with", async () => {

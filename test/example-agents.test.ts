@@ -43,7 +43,6 @@ let retrieval: RunningServer;
 let gw: RunningGateway;
 let sampler: ScriptedSampler;
 const received: string[][] = [];
-const savedRetrievalUrl = process.env.ARL_RETRIEVAL_URL;
 
 beforeAll(async () => {
   const app = createRetrievalApp(new BM25Index(passages), { defaultTopk: 3 });
@@ -53,11 +52,8 @@ beforeAll(async () => {
   retrieval = await listen(app, { host: "127.0.0.1", port: 0 });
   sampler = new ScriptedSampler(tok, searchScript);
   gw = await startGateway({ policy: { name: "arl/policy", sampler, tokenizer: tok, contextLength: 4096 }, apiKey: KEY, seed: 3, deadlineMs: 30_000 });
-  process.env.ARL_RETRIEVAL_URL = retrieval.url; // runAgentCommand passes the environment through
 });
 afterAll(async () => {
-  if (savedRetrievalUrl === undefined) delete process.env.ARL_RETRIEVAL_URL;
-  else process.env.ARL_RETRIEVAL_URL = savedRetrievalUrl;
   await Promise.all([gw?.close(), retrieval?.close()]);
 });
 
@@ -79,6 +75,7 @@ describe("example agents (plain openai / AI SDK code, run as child processes)", 
       rewardURL: `${gw.url}/rollout/${id}/reward`,
       task,
       signal: new AbortController().signal,
+      env: { ARL_RETRIEVAL_URL: retrieval.url }, // the rollout's world: runAgentCommand puts it in the agent's environment
     };
     const result = await runAgentCommand(`${JSON.stringify(process.execPath)} ${file}`, ctx, { timeoutMs: 20_000 });
     expect(result).toEqual({ answer });
@@ -125,7 +122,7 @@ describe("example agents (plain openai / AI SDK code, run as child processes)", 
   it("an agent without ARL_RETRIEVAL_URL fails with a clear reason (the rollout would be dropped with it)", async () => {
     const id = "example-no-retrieval";
     gw.registry.open(id);
-    const ctx: AgentContext = { baseURL: gw.baseUrl(id), apiKey: KEY, rolloutId: id, rewardURL: `${gw.url}/rollout/${id}/reward`, task: cases[0].task, signal: new AbortController().signal };
+    const ctx: AgentContext = { baseURL: gw.baseUrl(id), apiKey: KEY, rolloutId: id, rewardURL: `${gw.url}/rollout/${id}/reward`, task: cases[0].task, signal: new AbortController().signal, env: {} };
     const cmd = `env -u ARL_RETRIEVAL_URL ${JSON.stringify(process.execPath)} ${cases[0].file}`;
     const r = await runAgentCommand(cmd, ctx, { timeoutMs: 20_000 });
     expect(r.error).toMatch(/exited with code 2: openai-search: set ARL_RETRIEVAL_URL/);

@@ -114,3 +114,24 @@ export function createRetrievalApp(index: BM25Index, options: RetrievalAppOption
   app.post("/retrieve", async (req) => retrieve(index, parseBody(RetrieveRequest, req.body), defaultTopk));
   return app;
 }
+
+/**
+ * One server for several worlds' corpora (the real world and counterfactual copies whose facts are permuted): world
+ * `k` answers at `<url>/worlds/<k>/retrieve` and `/worlds/<k>/healthz`, exactly as `createRetrievalApp` does at the
+ * root, so an agent given `ARL_RETRIEVAL_URL=<url>/worlds/<k>` is unchanged code. The root serves world 0.
+ * @param indexes `[world]` BM25 indexes
+ * @throws Error when `indexes` is empty or `defaultTopk` is not an integer in [1, MAX_TOPK]
+ */
+export function createWorldsRetrievalApp(indexes: readonly BM25Index[], options: RetrievalAppOptions = {}): FastifyInstance {
+  if (indexes.length === 0) throw new Error("retrieval: createWorldsRetrievalApp needs at least one index");
+  const app = createRetrievalApp(indexes[0], options);
+  const defaultTopk = options.defaultTopk ?? 3;
+  const world = (raw: string): BM25Index => {
+    const k = /^\d+$/.test(raw) ? Number(raw) : -1;
+    if (k < 0 || k >= indexes.length) throw Object.assign(new Error(`world ${JSON.stringify(raw)}: expected 0 … ${indexes.length - 1}`), { statusCode: 404 });
+    return indexes[k];
+  };
+  app.get<{ Params: { k: string } }>("/worlds/:k/healthz", async (req) => ({ status: "ok", passages: world(req.params.k).size }));
+  app.post<{ Params: { k: string } }>("/worlds/:k/retrieve", async (req) => retrieve(world(req.params.k), parseBody(RetrieveRequest, req.body), defaultTopk));
+  return app;
+}

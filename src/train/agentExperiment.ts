@@ -2,29 +2,42 @@
  * `arl train --agent <command>` (issue 15 part 4): RL on the user's own agent over the search env's tasks. The
  * trainer serves the env's retrieval as a Search-R1 `/retrieve` server (`ARL_RETRIEVAL_URL`: the agent's `search`
  * tool calls it), the policy behind the OpenAI-compatible gateway (`OPENAI_BASE_URL`, one per rollout), evaluates the
- * agent on held-out tasks, trains it with `trainAgent`, evaluates again, and writes the run folder (`config.yaml`,
- * `metrics.jsonl`, `checkpoints/final`, `agent-summary.json`).
+ * agent on held-out tasks, trains it with `trainAgent`, evaluates again, and writes the run folder as `arl train`
+ * does (`config.yaml`, `metrics.jsonl`, `detectors.jsonl`, `samples/step-<n>.jsonl`, `checkpoints/{sft,step-<n>,final}`
+ * with `trainer-state.json`, `eval-warm.json`, `agent-summary.json`, and `rollouts.jsonl`: one line per rollout), and
+ * `--resume` continues it from its last good checkpoint.
+ *
+ * Counterfactual worlds (as the search recipe's `sft.counterfactualWorlds` / `rl.counterfactualWorlds`): copies of
+ * the world whose unknown facts are permuted, each served at its own retrieval URL (`ARL_RETRIEVAL_URL` of a rollout
+ * is its world's), so the same training question has a different answer in each world and only reading what the
+ * search tool returns pays — memorising the training answers cannot.
  */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Metrics, Task } from "../core/types.ts";
-import { buildWorld, valuesOf, worldTexts, type CountryAttribute } from "../envs/search/world.ts";
+import { buildWorld, counterfactualWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
 import { PERSONAS, pickPersona, type Persona } from "../envs/search/scripted.ts";
 import type { Datum } from "../core/types.ts";
 import { Rng } from "../core/rng.ts";
-import { startGateway } from "../gateway/server.ts";
+import { startGateway, type RunningGateway } from "../gateway/server.ts";
 import type { RolloutRecord } from "../gateway/types.ts";
-import type { EmbeddedBackend } from "../policy/embedded/backend.ts";
-import { createBackend } from "./backends.ts";
-import { WordTokenizer } from "../policy/tokenizer.ts";
+import { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import type { GPTConfig } from "../policy/embedded/gpt.ts";
+import { loadTokenizer } from "../policy/hf/index.ts";
+import type { TrainingBackend } from "../policy/types.ts";
+import { closeBackend, createBackend } from "./backends.ts";
+import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
+import { DetectorMonitor, defaultDetectors, type DetectorFiring } from "../reward/detectors.ts";
 import { hermesProtocol } from "../protocol/hermes.ts";
 import { emCheck } from "../reward/em.ts";
-import { createRetrievalApp } from "../serve/retrieval.ts";
+import { createWorldsRetrievalApp } from "../serve/retrieval.ts";
 import { listen } from "../serve/http.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
-import { savePolicy } from "./checkpoint.ts";
+import { TRAINER_STATE_FORMAT, loadPolicy, savePolicy, trainerStateText, type TrainerState } from "./checkpoint.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
-import { evalTasks, gptConfigOf, silentReporter, type Reporter } from "./experiment.ts";
+import { evalTasks, gptConfigOf, openRun, resumeIntent, silentReporter, type Reporter } from "./experiment.ts";
 import type { AgentFunction } from "./agentRollouts.ts";
-import { limited, runAgentRollout, trainAgent } from "./agentRun.ts";
+import { limited, runAgentRollout, trainAgent, type AgentResumeState, type AgentRolloutRecord, type TrainAgentOptions } from "./agentRun.ts";
 import { ToolLimiter } from "../env/tool.ts";
 import { segmentToDatum } from "./agentRollouts.ts";
 import { teacherSampler } from "./agentTeacher.ts";
@@ -38,11 +51,14 @@ export interface AgentExperimentOptions {
   overwrite?: boolean;
   /** Extra texts for the word tokenizer's vocabulary (the agent's system prompt and tool descriptions). */
   agentTexts?: string[];
-  /** A checkpoint folder to start from instead of the warm start (e.g. an earlier run's `checkpoints/sft`, same
-   * world and vocabulary); SFT is skipped. */
+  /** A checkpoint folder to start from instead of the warm start (e.g. an earlier run's `checkpoints/sft`); SFT is
+   * skipped and the run speaks its tokenizer. With `policy.backend: tinker` the server's base model is taken to hold
+   * these weights (`arl serve trainer --checkpoint <dir>`): only its tokenizer and shape are read here. */
   warmStart?: string;
   /** A rollout's deadline (ms; default 120 000). */
   rolloutDeadlineMs?: number;
+  /** Continue the run in the folder from its last good checkpoint (same config, checked field by field). */
+  resume?: boolean;
 }
 
 /** The smallest context (tokens) `--agent` accepts: one search round of the example agents is ~300 tokens. */
@@ -74,146 +90,284 @@ export interface AgentExperimentSummary {
    * 0) and after RL. */
   before: { success: number; n: number; dropped: number };
   after: { success: number; n: number; dropped: number };
+  /** Metrics of every RL step (a resumed run's include the steps before the resume point). */
   steps: Metrics[];
+  /** Hacking detectors firing at the end of RL (empty = quiet). */
+  detectors: DetectorFiring[];
 }
 
 /** The reward of an answer: Search-R1's EM against the gold answers (the trainer grades; the agent may report its own). */
 export const gradeAnswer = (task: Task, answer: string | undefined): number => (answer === undefined ? 0 : emCheck(answer, task.answers));
 
 /**
- * Runs the experiment.
- * @throws ConfigError for an env other than search, or a run folder that exists without `overwrite`
+ * The tokenizer an `--agent` run's policy speaks: a real model's (`policy.tinker.tokenizer`) on a Tinker server; the
+ * warm-start checkpoint's with `warmStart`; else the world's words, the Hermes template's and the teacher's tool-call
+ * markup (the agent's own prompt words that the world lacks are [UNK]: a fixed prefix).
+ * @throws ConfigError for a Tinker backend without either of the first two (the server's model fixes the vocabulary)
  */
-export async function runAgentExperiment(config: ExperimentConfig, options: AgentExperimentOptions): Promise<AgentExperimentSummary> {
-  if (config.env.name !== "search") {
-    throw new ConfigError([`env.name: arl train --agent trains on the search env (its retrieval is served to the agent as ARL_RETRIEVAL_URL); got ${config.env.name}`]);
+export async function agentTokenizer(config: ExperimentConfig, world: World, options: Pick<AgentExperimentOptions, "agentTexts" | "warmStart">): Promise<{ tokenizer: Tokenizer; gpt?: GPTConfig }> {
+  if (config.policy.backend === "tinker" && config.policy.tinker.tokenizer !== undefined) return { tokenizer: loadTokenizer(config.policy.tinker.tokenizer) };
+  if (options.warmStart !== undefined) {
+    const p = await loadPolicy(options.warmStart);
+    const out = { tokenizer: p.tokenizer, gpt: p.gpt };
+    if (p.backend instanceof EmbeddedBackend) p.backend.dispose();
+    return out;
   }
-  if (config.policy.backend !== "embedded") {
-    throw new ConfigError([`policy.backend: arl train --agent trains the embedded policy only (a Tinker sampler behind the gateway is not wired yet); got ${config.policy.backend}`]);
+  if (config.policy.backend === "tinker") {
+    throw new ConfigError([`policy.tinker.tokenizer: with policy.backend tinker, --agent needs the served model's tokenizer — policy.tinker.tokenizer <folder with tokenizer.json> for a real model, or --agent-warm-start <checkpoint> for a model the server serves from that checkpoint (arl serve trainer --checkpoint <checkpoint>, policy.tinker.baseModel arl/<run>-<checkpoint>)`]);
   }
-  if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
-    throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
-  }
-  const reporter = options.reporter ?? silentReporter;
-  const world = buildWorld({ seed: config.run.seed, ...config.env.world });
-  // The world's words, the Hermes template's and the teacher's tool-call markup (the agent's own prompt words that
-  // the world lacks are [UNK]: a fixed prefix).
   const markup = [
     hermesProtocol.system([{ name: "search", description: "Search the knowledge base.", parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] } }], "Answer the question."),
     `<tool_call>\n${JSON.stringify({ name: "search", arguments: { query: "capital of france" } })}\n</tool_call><|im_end|>`,
     "Doc 1(Title: ) unknown search failed",
   ];
-  const tokenizer = WordTokenizer.fromTexts([...worldTexts(world), ...markup, ...(options.agentTexts ?? [])], hermesProtocol.specialTokens);
-  const gpt = gptConfigOf(config, tokenizer.vocabSize);
-  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite ?? false, log: (m) => reporter.log(m) });
+  return { tokenizer: WordTokenizer.fromTexts([...worldTexts(world), ...markup, ...(options.agentTexts ?? [])], hermesProtocol.specialTokens) };
+}
+
+/** One world an `--agent` run uses: its tasks, its BM25 index and where its retrieval is served. */
+interface ServedWorld {
+  world: World;
+  index: BM25Index;
+  /** `ARL_RETRIEVAL_URL` of its rollouts. */
+  env: Record<string, string>;
+}
+
+/**
+ * Runs the experiment (or, with `resume`, continues the one in the run folder from its last good checkpoint; the
+ * steps after it reproduce an uninterrupted run's metrics).
+ * @throws ConfigError for an env other than search, a backend other than embedded/tinker, a context under
+ *   `MIN_AGENT_CONTEXT`, a run folder that exists without `overwrite`/`resume`, or a resume with a different config
+ */
+export async function runAgentExperiment(config: ExperimentConfig, options: AgentExperimentOptions): Promise<AgentExperimentSummary> {
+  if (config.env.name !== "search") {
+    throw new ConfigError([`env.name: arl train --agent trains on the search env (its retrieval is served to the agent as ARL_RETRIEVAL_URL); got ${config.env.name}`]);
+  }
+  if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
+    throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
+  }
+  const reporter = options.reporter ?? silentReporter;
+  const overwrite = options.overwrite ?? false;
+  const world = buildWorld({ seed: config.run.seed, ...config.env.world });
+  const tok = await agentTokenizer(config, world, options);
+  const tokenizer = tok.tokenizer;
+  const gpt = tok.gpt ?? gptConfigOf(config, tokenizer.vocabSize);
+  const resuming = resumeIntent(config, reporter, { overwrite, resume: options.resume });
+  const { run, plan } = openRun(config, { gpt, tokenizer }, resuming, reporter, { overwrite });
   run.writeConfig(config);
-  // createBackend: the config's micro-batching (policy.microBatchTokens) keeps a 64-rollout update inside the wasm heap.
-  const backend = (await createBackend(config, gpt, options.warmStart)) as EmbeddedBackend;
-  const index = new BM25Index([...world.passages]);
-  const retrieval = await listen(createRetrievalApp(index));
-  const gateway = await startGateway({
-    policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
-    seed: config.run.seed,
-  });
-  const previous = process.env.ARL_RETRIEVAL_URL;
-  process.env.ARL_RETRIEVAL_URL = retrieval.url; // the agent's search tool (children inherit the environment)
-  const deadlineMs = options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS;
-  const base = { agent: options.agent, gateway, grade: (t: Task, a: string | undefined) => gradeAnswer(t, a), rolloutDeadlineMs: deadlineMs };
-  const held = evalTasks(world, config);
-  const evaluate = async (label: string): Promise<AgentExperimentSummary["before"]> => {
-    const bar = reporter.bar(`eval ${label}`, held.length);
-    const records: RolloutRecord[] = [];
-    for (const [i, task] of held.entries()) {
-      records.push(await runAgentRollout(base, `${label}-${config.run.seed}-${i}`, task));
-      bar.update(i + 1);
-    }
-    bar.stop();
-    logRollouts(run, `eval-${label}`, 0, records, reporter);
-    const rewarded = records.filter((r) => r.status === "rewarded");
-    return { success: held.length > 0 ? (100 * rewarded.reduce((a, r) => a + r.reward!.value, 0)) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
-  };
+  const resumeStep = plan.rl?.state.step ?? 0;
+  // rollouts.jsonl is cut back with the rest: demonstrations and the warm-start evaluation stay when the warm start is whole.
+  run.truncateJsonl("rollouts.jsonl", (row) => plan.sft && (row.stage !== "rl" || (typeof row.step === "number" && row.step < resumeStep)) && row.stage !== "eval-after");
+  if (!plan.sft) run.remove("eval-warm.json");
+
+  // The real world (0), the demonstrations' counterfactual worlds, RL's (seeds as the search recipe's).
+  const demoWorlds = Array.from({ length: config.sft.counterfactualWorlds }, (_, k) => counterfactualWorld(world, config.run.seed * 1000 + k + 1));
+  const rlWorlds = Array.from({ length: config.rl.counterfactualWorlds }, (_, k) => counterfactualWorld(world, config.run.seed * 1000 + 500 + k + 1));
+  const all = [world, ...demoWorlds, ...rlWorlds];
+  const indexes = all.map((w) => new BM25Index([...w.passages]));
+  const retrieval = await listen(createWorldsRetrievalApp(indexes));
+  const served: ServedWorld[] = all.map((w, k) => ({ world: w, index: indexes[k], env: { ARL_RETRIEVAL_URL: `${retrieval.url}/worlds/${k}` } }));
+  const real = served[0];
+
+  // The policy: the last good RL checkpoint, the warm start, a given checkpoint, or fresh (then SFT below).
+  const tinkerBase = config.policy.backend === "tinker" && options.warmStart !== undefined && config.policy.tinker.tokenizer === undefined;
+  const from = plan.rl?.dir ?? (plan.sft ? run.checkpoint("sft") : tinkerBase ? undefined : options.warmStart);
+  let backend: TrainingBackend | undefined;
+  let reference: TrainingBackend | undefined;
+  let gateway: RunningGateway | undefined;
   try {
-    if (config.sft.steps > 0 && options.warmStart === undefined) {
-      // Warm start: the unchanged agent runs against scripted teachers (the search env's personas), so the
-      // demonstrations are in exactly the agent's own token format; then cross entropy on their completions.
-      const rng = new Rng(config.run.seed ^ 0x5f7a);
-      const byPersona = new Map<Persona, Task[]>();
-      for (const [i, task] of world.train.entries()) {
-        for (let d = 0; d < config.sft.demosPerTask; d++) {
-          const p = pickPersona(config.sft.personas, config.run.seed * 7919 + i * 31 + d);
-          byPersona.set(p, [...(byPersona.get(p) ?? []), task]);
-        }
-      }
-      const datums: Datum[] = [];
-      let firstDrop: string | undefined;
-      let noCalls = 0;
-      const bar = reporter.bar("demonstrations", world.train.length * config.sft.demosPerTask);
+    backend = await createBackend(config, gpt, from);
+    gateway = await startGateway({
+      policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
+      seed: config.run.seed,
+    });
+    const deadlineMs = options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS;
+    const base = { agent: options.agent, gateway, grade: (t: Task, a: string | undefined) => gradeAnswer(t, a), rolloutDeadlineMs: deadlineMs };
+    const held = evalTasks(world, config);
+    const evaluate = async (label: string): Promise<AgentExperimentSummary["before"]> => {
+      const bar = reporter.bar(`eval ${label}`, held.length);
       let done = 0;
-      for (const persona of PERSONAS) {
-        const tasks = byPersona.get(persona) ?? [];
-        if (tasks.length === 0) continue;
-        gateway.setSampler(teacherSampler(world.train, tokenizer, index, { persona, valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed }));
-        const limit = new ToolLimiter(DEMO_CONCURRENCY);
-        const records = await Promise.all(
-          tasks.map((t, j) =>
-            limited(limit, async () => {
-              const r = await runAgentRollout(base, `demo-${persona}-${config.run.seed}-${j}`, t);
-              bar.update(++done);
-              return r;
-            }),
-          ),
-        );
-        firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
-        noCalls += records.filter((r) => r.status === "rewarded" && r.calls.length === 0).length;
-        for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
-      }
+      const limit = new ToolLimiter(DEMO_CONCURRENCY);
+      const records = await Promise.all(held.map((task, i) => limited(limit, async () => {
+        const r = await runAgentRollout(base, `${label}-${config.run.seed}-${i}`, task, real.env);
+        bar.update(++done);
+        return r;
+      })));
       bar.stop();
-      if (datums.length === 0) {
-        throw new Error(`warm start: the agent produced no demonstrations with the teacher: ${firstDrop ? `rollouts were dropped (first: ${firstDrop})` : ""}${firstDrop && noCalls ? "; " : ""}${noCalls ? `${noCalls} rollout(s) finished without calling ${"$"}OPENAI_BASE_URL/chat/completions` : ""} — check the agent against the gateway (examples/agents/README.md)`);
-      }
-      const sft = reporter.bar("warm start (SFT)", config.sft.steps);
-      for (let step = 0; step < config.sft.steps; step++) {
-        const batch = Array.from({ length: Math.min(config.sft.batchSize, datums.length) }, () => datums[rng.int(datums.length)]);
-        const fb = await backend.forwardBackward(batch, "cross_entropy");
-        await backend.optimStep({ learningRate: config.sft.learningRate, gradClip: config.rl.gradClip });
-        run.logMetrics("sft", step, { loss: fb.loss, demos: datums.length });
-        sft.update(step + 1);
-      }
-      sft.stop();
-      gateway.setSampler(backend.samplingClient());
-      await savePolicy(run.checkpoint("sft"), backend, tokenizer, gpt);
+      logRollouts(run, `eval-${label}`, 0, records, reporter);
+      const rewarded = records.filter((r) => r.status === "rewarded");
+      return { success: held.length > 0 ? (100 * rewarded.reduce((a, r) => a + r.reward!.value, 0)) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
+    };
+
+    const warm = config.sft.steps > 0 || options.warmStart !== undefined;
+    if (config.sft.steps > 0 && options.warmStart === undefined && !plan.sft) {
+      await agentWarmStart(config, { backend, gateway, tokenizer, gpt, run, reporter, real, demoWorlds: served.slice(1, 1 + demoWorlds.length), base });
     }
-    const before = await evaluate(config.sft.steps > 0 || options.warmStart ? "warm" : "before");
+    let before: AgentExperimentSummary["before"];
+    if (plan.sft && existsSync(join(run.path, "eval-warm.json"))) before = JSON.parse(readFileSync(join(run.path, "eval-warm.json"), "utf8")) as AgentExperimentSummary["before"];
+    else {
+      gateway.setSampler(backend.samplingClient());
+      before = await evaluate(warm ? "warm" : "before");
+      run.writeText("eval-warm.json", `${JSON.stringify(before)}\n`);
+    }
+
+    // The reference policy for hack/kl_ref: the warm start, frozen.
+    const d = config.detectors;
+    if (d.enabled && d.referenceKl) {
+      const refDir = plan.sft || (config.sft.steps > 0 && options.warmStart === undefined) ? run.checkpoint("sft") : options.warmStart;
+      if (tinkerBase || refDir !== undefined) reference = await createBackend(config, gpt, tinkerBase ? undefined : refDir);
+    }
+    const monitor = new DetectorMonitor(d.enabled ? defaultDetectors(d) : [], d);
+    const steps: Metrics[] = [];
+    for (const [i, m] of (plan.rl?.state.steps ?? []).entries()) {
+      const metrics = Object.fromEntries(Object.entries(m).map(([k, v]) => [k, v ?? NaN])) as Metrics;
+      steps.push(metrics);
+      monitor.observe(i, metrics); // its state is a pure function of the metrics it has seen (firings were logged)
+    }
+    const trainerState = (state: AgentResumeState): string =>
+      trainerStateText({ format: TRAINER_STATE_FORMAT, step: state.step, rngState: state.rngState, replayRngState: 0, steps, nonFiniteRun: 0, warnedRewardErrors: false } satisfies TrainerState);
     const bar = reporter.bar("RL (agent)", config.rl.steps);
-    const steps = await trainAgent({
+    bar.update(resumeStep);
+    let last: AgentResumeState = { step: resumeStep, rngState: plan.rl?.state.rngState ?? 0 };
+    const b = backend;
+    await trainAgent({
       ...base,
-      backend,
-      tasks: world.train,
+      backend: b,
+      reference,
+      worlds: [real, ...served.slice(1 + demoWorlds.length)].map((w) => ({ tasks: w.world.train, env: w.env })),
       steps: config.rl.steps,
       tasksPerStep: config.rl.tasksPerStep,
       groupSize: config.rl.groupSize,
       seed: config.run.seed,
+      resume: plan.rl ? { step: plan.rl.state.step, rngState: plan.rl.state.rngState } : undefined,
       lossFn: config.rl.lossFn,
       lossConfig: { clipLow: config.rl.clipLow, clipHigh: config.rl.clipHigh, normalization: config.rl.advantage === "drgrpo" ? "constant" : "tokens", constantLength: config.rl.maxTokensPerTurn * config.env.maxTurns },
       adam: { learningRate: config.rl.learningRate, gradClip: config.rl.gradClip },
       normalizeStd: config.rl.advantage === "grpo",
-      onStep: (step, m, records) => {
+      onStep: async (step, m, records, state) => {
+        steps.push(m);
+        last = state;
         run.logMetrics("rl", step, m);
         logRollouts(run, "rl", step, records, reporter);
-        bar.update(step + 1);
+        for (const firing of monitor.observe(step, m)) {
+          run.appendJsonl("detectors.jsonl", firing);
+          reporter.log(`warning: reward-hacking detector fired: ${firing.message}`);
+        }
+        if (config.run.samplesPerStep > 0) writeAgentSamples(run, `step-${step}`, records.slice(0, config.run.samplesPerStep), tokenizer);
+        if (config.run.checkpointEvery > 0 && (step + 1) % config.run.checkpointEvery === 0) {
+          await savePolicy(run.checkpoint(`step-${step + 1}`), b, tokenizer, gpt, { "trainer-state.json": trainerState(state) });
+        }
+        bar.update(step + 1, { reward: m.reward.toFixed(3) });
       },
     });
     bar.stop();
-    await savePolicy(run.checkpoint("final"), backend, tokenizer, gpt);
+    await savePolicy(run.checkpoint("final"), b, tokenizer, gpt, { "trainer-state.json": trainerState({ ...last, step: config.rl.steps }) });
+    gateway.setSampler(b.samplingClient());
     const after = await evaluate("after");
-    const summary: AgentExperimentSummary = { run: run.path, before, after, steps };
-    run.writeText("agent-summary.json", `${JSON.stringify({ before, after }, null, 2)}\n`);
+    const summary: AgentExperimentSummary = { run: run.path, before, after, steps, detectors: monitor.firing() };
+    run.writeText("agent-summary.json", `${JSON.stringify({ before, after, detectors: summary.detectors }, null, 2)}\n`);
     return summary;
   } finally {
-    if (previous === undefined) delete process.env.ARL_RETRIEVAL_URL;
-    else process.env.ARL_RETRIEVAL_URL = previous;
-    await gateway.close();
+    await gateway?.close();
     await retrieval.close();
-    backend.dispose();
+    for (const x of [backend, reference]) {
+      if (x === undefined) continue;
+      closeBackend(x);
+      if (x instanceof EmbeddedBackend) x.dispose();
+    }
   }
+}
+
+/** What the warm start needs from the experiment. */
+interface WarmStartContext {
+  backend: TrainingBackend;
+  gateway: RunningGateway;
+  tokenizer: Tokenizer;
+  gpt: GPTConfig;
+  run: RunDir;
+  reporter: Reporter;
+  real: ServedWorld;
+  demoWorlds: readonly ServedWorld[];
+  base: Pick<TrainAgentOptions, "agent" | "gateway" | "grade" | "rolloutDeadlineMs">;
+}
+
+/**
+ * Warm start: the unchanged agent runs against scripted teachers (the search env's personas) behind the gateway, so
+ * the demonstrations are in exactly the agent's own token format; then cross entropy on their completions. In the
+ * real world the personas' mixture (`sft.personas`) teaches habits; in each counterfactual world the careful persona
+ * on the unknown-fact questions teaches reading the retrieved passages (their answers differ from the real world's).
+ * Saves `checkpoints/sft`.
+ * @throws Error when the agent produced no demonstration (every rollout dropped, or none called the gateway)
+ */
+async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): Promise<void> {
+  const { backend, gateway, tokenizer, run, reporter } = ctx;
+  const rng = new Rng(config.run.seed ^ 0x5f7a);
+  const jobs: Array<{ persona: Persona; served: ServedWorld; tasks: Task[]; tag: string }> = [];
+  const byPersona = new Map<Persona, Task[]>();
+  for (const [i, task] of ctx.real.world.train.entries()) {
+    for (let d = 0; d < config.sft.demosPerTask; d++) {
+      const p = pickPersona(config.sft.personas, config.run.seed * 7919 + i * 31 + d);
+      byPersona.set(p, [...(byPersona.get(p) ?? []), task]);
+    }
+  }
+  for (const persona of PERSONAS) if (byPersona.has(persona)) jobs.push({ persona, served: ctx.real, tasks: byPersona.get(persona)!, tag: persona });
+  ctx.demoWorlds.forEach((w, k) => jobs.push({ persona: "careful", served: w, tasks: w.world.train.filter((t) => t.known === false), tag: `cf${k + 1}` }));
+  const datums: Datum[] = [];
+  let firstDrop: string | undefined;
+  let noCalls = 0;
+  const bar = reporter.bar("demonstrations", jobs.reduce((a, j) => a + j.tasks.length, 0));
+  let done = 0;
+  for (const job of jobs) {
+    const w = job.served.world;
+    gateway.setSampler(teacherSampler(w.train, tokenizer, job.served.index, { persona: job.persona, valuesOf: (a) => valuesOf(w, a as CountryAttribute), seed: config.run.seed }));
+    const limit = new ToolLimiter(DEMO_CONCURRENCY);
+    const records = await Promise.all(
+      job.tasks.map((t, j) =>
+        limited(limit, async () => {
+          const r = await runAgentRollout(ctx.base, `demo-${job.tag}-${config.run.seed}-${j}`, t, job.served.env);
+          bar.update(++done);
+          return r;
+        }),
+      ),
+    );
+    firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
+    noCalls += records.filter((r) => r.status === "rewarded" && r.calls.length === 0).length;
+    for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
+  }
+  bar.stop();
+  if (datums.length === 0) {
+    throw new Error(`warm start: the agent produced no demonstrations with the teacher: ${firstDrop ? `rollouts were dropped (first: ${firstDrop})` : ""}${firstDrop && noCalls ? "; " : ""}${noCalls ? `${noCalls} rollout(s) finished without calling ${"$"}OPENAI_BASE_URL/chat/completions` : ""} — check the agent against the gateway (examples/agents/README.md)`);
+  }
+  const sft = reporter.bar("warm start (SFT)", config.sft.steps);
+  for (let step = 0; step < config.sft.steps; step++) {
+    const batch = Array.from({ length: Math.min(config.sft.batchSize, datums.length) }, () => datums[rng.int(datums.length)]);
+    const fb = await backend.forwardBackward(batch, "cross_entropy");
+    await backend.optimStep({ learningRate: config.sft.learningRate, gradClip: config.rl.gradClip });
+    run.logMetrics("sft", step, { loss: fb.loss, demos: datums.length });
+    sft.update(step + 1);
+  }
+  sft.stop();
+  await savePolicy(run.checkpoint("sft"), backend, tokenizer, ctx.gpt);
+}
+
+/**
+ * `samples/<name>.jsonl`: one line per rollout — task, status, reward (and parts), advantage, the agent's answer, each
+ * call (content, tool calls, finish reason, invalid) and each segment as tokens (`[seq]` ids, their text, the loss
+ * mask and the sampler's logprobs in nats), so what was trained is visible token by token.
+ */
+export function writeAgentSamples(run: RunDir, name: string, records: readonly AgentRolloutRecord[], tokenizer: Tokenizer): void {
+  const lines = records.map((r) =>
+    JSON.stringify({
+      id: r.id,
+      task: r.meta.taskId,
+      status: r.status,
+      reward: r.reward ?? null,
+      advantage: r.advantage ?? null,
+      answer: r.answer ?? null,
+      dropReason: r.dropReason ?? null,
+      mismatches: r.mismatches,
+      calls: r.calls.map((c) => ({ content: c.content, toolCalls: c.toolCalls, finishReason: c.finishReason, invalid: c.invalid })),
+      segments: r.segments.map((s) => ({ tokens: s.tokens, text: s.tokens.map((t) => tokenizer.decode([t])), lossMask: s.lossMask, logprobs: s.logprobs })),
+    }),
+  );
+  run.writeText(join("samples", `${name}.jsonl`), lines.join("\n") + "\n");
 }

@@ -21,6 +21,11 @@ export interface AgentContext {
   task: Task;
   /** Aborted when the rollout's deadline passes. */
   signal: AbortSignal;
+  /**
+   * What the task's tools need from this rollout's environment, e.g. `ARL_RETRIEVAL_URL` (the retrieval server of
+   * the world the task was drawn from): a command agent gets them as environment variables, a function reads them here.
+   */
+  env: Record<string, string>;
 }
 
 /** What an agent may return: its final answer (graded by the trainer when it reports no reward itself). */
@@ -33,7 +38,7 @@ export type AgentFunction = (ctx: AgentContext) => Promise<AgentResult | void>;
 
 /**
  * Runs `command` (through the shell) as one rollout's agent: the environment gets `OPENAI_BASE_URL`,
- * `OPENAI_API_KEY`, `ARL_ROLLOUT_ID`, `ARL_REWARD_URL`; stdin gets the task as one JSON line; the last stdout line
+ * `OPENAI_API_KEY`, `ARL_ROLLOUT_ID`, `ARL_REWARD_URL` and `ctx.env`; stdin gets the task as one JSON line; the last stdout line
  * that parses as a JSON object is its result (`{answer}`), any other output is ignored.
  * @returns the result, or `{error}` — a non-zero exit (with the end of stderr), a crash, or the deadline (the process
  *   is killed): the rollout is then dropped with that reason
@@ -46,7 +51,7 @@ export function runAgentCommand(command: string, ctx: AgentContext, options: { t
       detached: process.platform !== "win32",
       cwd: options.cwd,
       stdio: ["pipe", "pipe", "pipe"],
-      env: { ...process.env, OPENAI_BASE_URL: ctx.baseURL, OPENAI_API_KEY: ctx.apiKey, ARL_ROLLOUT_ID: ctx.rolloutId, ARL_REWARD_URL: ctx.rewardURL },
+      env: { ...process.env, ...ctx.env, OPENAI_BASE_URL: ctx.baseURL, OPENAI_API_KEY: ctx.apiKey, ARL_ROLLOUT_ID: ctx.rolloutId, ARL_REWARD_URL: ctx.rewardURL },
     });
     let stdout = "";
     let stderr = "";

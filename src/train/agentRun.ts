@@ -5,14 +5,39 @@
  * from its answer), computes group-relative advantages over the rewarded rollouts, updates the policy, and serves the
  * new weights to the next step's rollouts. One step on one screen, as `src/train/rl.ts`.
  */
-import type { Metrics, Task } from "../core/types.ts";
+import type { Datum, Metrics, Task } from "../core/types.ts";
 import { Rng } from "../core/rng.ts";
 import { MAX_TIMER_MS, ToolLimiter } from "../env/tool.ts";
 import type { AdamParams, LossConfig, LossFnName, TrainingBackend } from "../policy/types.ts";
 import type { RolloutSnapshot } from "../gateway/registry.ts";
 import type { RunningGateway } from "../gateway/server.ts";
 import type { RolloutRecord } from "../gateway/types.ts";
+import { neededCalls } from "../reward/evidence.ts";
+import { referenceKl } from "../reward/detectors.ts";
 import { agentBatch, runAgentCommand, type AgentContext, type AgentFunction, type AgentResult } from "./agentRollouts.ts";
+
+/**
+ * Where a step's tasks come from: a set of tasks and what their tools need from the rollout's environment (e.g. the
+ * `ARL_RETRIEVAL_URL` of this world's retrieval server). Several worlds (the real one and counterfactual copies whose
+ * facts are permuted) keep a policy from memorising the training answers: only using the tools pays in every world.
+ */
+export interface AgentWorld {
+  tasks: readonly Task[];
+  /** Environment variables a rollout of this world gets (`AgentContext.env`; a command agent's environment). */
+  env?: Record<string, string>;
+}
+
+/** A finished rollout, what the agent returned (its answer; undefined when it gave none) and, once `trainAgent` has
+ * computed it, its group-relative advantage (rewarded rollouts only). */
+export type AgentRolloutRecord = RolloutRecord & { answer?: string; advantage?: number };
+
+/** Where a resumed `trainAgent` continues: the next step, the data generator's state, the metrics so far. */
+export interface AgentResumeState {
+  /** Steps completed (the next step to run). */
+  step: number;
+  /** `Rng.getState()` of the step generator after `step` steps. */
+  rngState: number;
+}
 
 /** Options of `trainAgent`. */
 export interface TrainAgentOptions {
@@ -23,8 +48,10 @@ export interface TrainAgentOptions {
   gateway: RunningGateway;
   /** The key agents send to the gateway (its `apiKey` option; any text when it has none). */
   apiKey?: string;
-  /** Training tasks, sampled with replacement by the seeded RNG. */
-  tasks: readonly Task[];
+  /** Training tasks, sampled with replacement by the seeded RNG (one world, no extra environment). */
+  tasks?: readonly Task[];
+  /** Instead of `tasks`: each step draws one world (seeded), then its tasks. */
+  worlds?: readonly AgentWorld[];
   /** Scores a rollout the agent did not reward itself, from its answer and transcript (e.g. EM against `task.answers`). */
   grade: (task: Task, answer: string | undefined, transcript: RolloutSnapshot) => number;
   steps: number;
@@ -45,28 +72,41 @@ export interface TrainAgentOptions {
   rolloutPrefix?: string;
   /** Rollouts running at once (default 16): each may be a child process. */
   concurrency?: number;
-  /** Called with each step's metrics. */
-  onStep?: (step: number, metrics: Metrics, records: RolloutRecord[]) => void;
+  /** Frozen reference policy (the warm start): `hack/kl_ref`, the k1 KL of the sampled tokens (nats/token). */
+  reference?: TrainingBackend;
+  /** Continue a run from here (weights and Adam state are the caller's to load); the steps after it reproduce an
+   * uninterrupted run's. */
+  resume?: AgentResumeState;
+  /** Called with each step's metrics and rollouts, and the generator's state after it (for a checkpoint); awaited. */
+  onStep?: (step: number, metrics: Metrics, records: AgentRolloutRecord[], state: AgentResumeState) => void | Promise<void>;
 }
 
 /**
  * Runs the loop.
- * @returns each step's metrics: `reward` (mean over rewarded rollouts), `rewarded`, `dropped`, `mismatches`,
- *   `segments`, `datums`, `train/loss`, `train/<backend metric>`
- * @throws Error from the backend (a failed update); an agent's failure only drops its rollout
+ * @returns each step's metrics (from `resume.step` on): `reward` (mean over rewarded rollouts), `rewarded`,
+ *   `dropped`, `mismatches`, `segments`, `datums`, `calls` and `tool_calls` (per rewarded rollout), the hacking
+ *   monitors (`agentHackingMetrics`; `hack/kl_ref` with a `reference`), `train/loss`, `train/<backend metric>`
+ * @throws Error from the backend (a failed update), or when neither `tasks` nor `worlds` holds a task; an agent's
+ *   failure only drops its rollout
  */
 export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]> {
+  const worlds: readonly AgentWorld[] = options.worlds ?? [{ tasks: options.tasks ?? [] }];
+  if (worlds.length === 0 || worlds.some((w) => w.tasks.length === 0)) throw new Error("trainAgent: every world needs at least one task (options.tasks or options.worlds)");
   const rng = new Rng(options.seed);
+  if (options.resume) rng.setState(options.resume.rngState);
   const out: Metrics[] = [];
   options.gateway.setSampler(options.backend.samplingClient());
-  for (let step = 0; step < options.steps; step++) {
+  for (let step = options.resume?.step ?? 0; step < options.steps; step++) {
     // 1. rollout: G episodes of each task, all at once, each on its own base URL
-    const tasks = Array.from({ length: options.tasksPerStep }, () => options.tasks[rng.int(options.tasks.length)]);
+    const world = worlds.length === 1 ? worlds[0] : worlds[rng.int(worlds.length)];
+    const tasks = Array.from({ length: options.tasksPerStep }, () => world.tasks[rng.int(world.tasks.length)]);
     const limit = new ToolLimiter(options.concurrency ?? 16);
-    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => limited(limit, () => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task))))));
+    const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => limited(limit, () => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task, world.env))))));
     // 2. reward → 3. advantage (within each task's group; dropped rollouts take no part)
     const batch = agentBatch(groups, { normalizeStd: options.normalizeStd ?? true });
-    const rewards = groups.flat().filter((r) => r.status === "rewarded").map((r) => r.reward!.value);
+    const rewardedRecords = groups.flat().filter((r) => r.status === "rewarded" && r.reward !== undefined);
+    rewardedRecords.forEach((r, i) => (r.advantage = batch.advantages[i])); // agentBatch's order: rewarded, in input order
+    const rewards = rewardedRecords.map((r) => r.reward!.value);
     const metrics: Metrics = {
       step,
       reward: rewards.length > 0 ? rewards.reduce((a, b) => a + b, 0) / rewards.length : 0,
@@ -75,7 +115,11 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
       mismatches: batch.mismatches,
       segments: batch.segments,
       datums: batch.datums.length,
+      calls: meanOf(rewardedRecords.map((r) => r.calls.length)),
+      tool_calls: meanOf(rewardedRecords.map(toolCallsOf)),
+      ...agentHackingMetrics(groups.flatMap((g, t) => g.map((r) => ({ record: r, task: tasks[t] })))),
     };
+    if (options.reference && batch.datums.length > 0) metrics["hack/kl_ref"] = await klToReference(options.reference, batch.datums);
     // 4. update, then serve the new weights (a step where every group tied has nothing to learn from)
     if (batch.datums.some((d) => d.advantages!.some((a) => a !== 0))) {
       const fb = await options.backend.forwardBackward(batch.datums, options.lossFn ?? "importance_sampling", options.lossConfig);
@@ -85,21 +129,64 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
       options.gateway.setSampler(options.backend.samplingClient());
     }
     out.push(metrics);
-    options.onStep?.(step, metrics, groups.flat());
+    await options.onStep?.(step, metrics, groups.flat(), { step: step + 1, rngState: rng.getState() });
   }
   return out;
 }
 
+const meanOf = (xs: readonly number[]): number => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+const toolCallsOf = (r: RolloutRecord): number => r.calls.reduce((a, c) => a + c.toolCalls.length, 0);
+
+/** KL of the sampled tokens to the reference policy (k1, nats/token) over the first 16 datums of the batch. */
+async function klToReference(reference: TrainingBackend, datums: readonly Datum[]): Promise<number> {
+  // A forward over the whole batch costs a third of the update: 16 datums are enough for a monitor.
+  const picked = datums.slice(0, 16);
+  const ref = await reference.computeLogprobs(picked);
+  return referenceKl(picked.map((d) => d.logprobs!), ref, picked.map((d) => d.weights));
+}
+
+/**
+ * The hacking monitors of a step's rollouts, named as `hackingMetrics`' (`src/reward/detectors.ts`) so the same
+ * detectors watch them; all over rewarded rollouts, 0 when a rate's population is empty:
+ * - `hack/guess_rate_known` / `hack/guess_rate_unknown`: answered without one tool call, on tasks whose fact is
+ *   known / unknown to the model (`task.known`);
+ * - `hack/tool_spam`: tool calls above the task's need (`neededCalls`) per rollout (tasks of unknown need left out);
+ * - `hack/no_answer`: share that returned no (or an empty) answer — an agent that reports its own reward and returns
+ *   nothing counts here at a constant rate, which the rise rule does not flag;
+ * - `hack/invalid_calls`: share of model calls the protocol could not parse (invalid tool-call markup);
+ * - `hack/response_length`: sampled tokens per rollout (tokens).
+ */
+export function agentHackingMetrics(rollouts: ReadonlyArray<{ record: AgentRolloutRecord; task: Task }>): Metrics {
+  const kept = rollouts.filter((r) => r.record.status === "rewarded");
+  const guess = (r: { record: AgentRolloutRecord }) => (r.record.answer !== undefined && toolCallsOf(r.record) === 0 ? 1 : 0);
+  const spam = kept.flatMap(({ record, task }) => {
+    const need = neededCalls(task);
+    return need === undefined ? [] : [Math.max(0, toolCallsOf(record) - need)];
+  });
+  const calls = kept.flatMap((r) => r.record.calls);
+  return {
+    "hack/guess_rate_known": meanOf(kept.filter((r) => r.task.known === true).map(guess)),
+    "hack/guess_rate_unknown": meanOf(kept.filter((r) => r.task.known === false).map(guess)),
+    "hack/tool_spam": meanOf(spam),
+    "hack/no_answer": meanOf(kept.map((r) => (r.record.answer === undefined || r.record.answer.trim() === "" ? 1 : 0))),
+    "hack/invalid_calls": meanOf(calls.map((c) => (c.invalid ? 1 : 0))),
+    "hack/response_length": meanOf(kept.map((r) => r.record.segments.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + m, 0), 0))),
+  };
+}
+
 /**
  * One rollout: open it, run the agent against its base URL, grade it if the agent did not report, collect it.
- * @returns the record: rewarded (by the agent, or graded here), or dropped with the agent's failure as the reason
+ * @param env what the task's tools need from the rollout's environment (`AgentContext.env`)
+ * @returns the record and the agent's answer: rewarded (by the agent, or graded here), or dropped with the agent's
+ *   failure as the reason
  * @throws GatewayError 409 when `id` was already used on this gateway
  */
 export async function runAgentRollout(
   options: Pick<TrainAgentOptions, "agent" | "gateway" | "apiKey" | "grade" | "rolloutDeadlineMs">,
   id: string,
   task: Task,
-): Promise<RolloutRecord> {
+  env: Record<string, string> = {},
+): Promise<AgentRolloutRecord> {
   const reg = options.gateway.registry;
   reg.open(id, { meta: { taskId: task.id }, deadlineMs: options.rolloutDeadlineMs });
   const deadline = new AbortController();
@@ -111,6 +198,7 @@ export async function runAgentRollout(
     rewardURL: `${options.gateway.url}/rollout/${encodeURIComponent(id)}/reward`,
     task,
     signal: deadline.signal,
+    env,
   };
   let result: AgentResult & { error?: string };
   try {
@@ -130,7 +218,8 @@ export async function runAgentRollout(
     if (reg.status(id) === "open") reg.finish(id);
     reg.reward(id, options.grade(task, result.answer, reg.snapshot(id)));
   }
-  return reg.wait(id);
+  const record = await reg.wait(id);
+  return result.answer === undefined ? record : { ...record, answer: result.answer };
 }
 
 
