@@ -91,6 +91,15 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
     // A resume whose config differs names the field.
     await expect(runAgentExperiment({ ...config("resumed"), rl: { ...config("resumed").rl, groupSize: 2 } }, { agent: searchAgent(), resume: true })).rejects.toThrow(/rl\.groupSize: the run folder has 4, this command has 2/);
 
+    // A run started from a given checkpoint (--agent-warm-start) resumes too: checkpoints/sft holds its starting policy.
+    crashed = false;
+    const ws = { agent: searchAgent([], lengthReward), warmStart: join(root, "straight", "checkpoints", "sft") };
+    await expect(runAgentExperiment(config("ws"), { ...ws, overwrite: true, reporter: crashAfterStep2 })).rejects.toThrow("simulated crash");
+    const wsLogs: string[] = [];
+    const wsResumed = await runAgentExperiment(config("ws"), { ...ws, resume: true, reporter: { ...silentReporter, log: (m) => wsLogs.push(m) } });
+    expect(wsLogs.join("\n")).toMatch(/resuming .*ws from .*step-2 \(RL step 2 of 4\)/);
+    expect(wsResumed.steps).toHaveLength(4);
+
     // Samples: each rollout's segments as tokens, the loss mask on sampled tokens only, the advantage beside it.
     const sample = read("straight", "samples/step-0.jsonl").trim().split("\n").map((l) => JSON.parse(l) as { status: string; advantage: number | null; reward: { value: number }; segments: Array<{ tokens: number[]; text: string[]; lossMask: number[]; logprobs: number[] }> });
     expect(sample).toHaveLength(config("x").run.samplesPerStep);

@@ -52,7 +52,7 @@ describe("arl train --agent", () => {
     expect(stages).toEqual(["rl", "rl"]);
   }, 300_000);
 
-  it("refuses another env, a Tinker backend, --resume and a context too small for an agent's calls, naming them (exit 2)", () => {
+  it("refuses another env, a Tinker backend without the served model's tokenizer, --dry-run and a context too small for an agent's calls, naming them (exit 2)", () => {
     const c = arl("train", "--smoke", "--agent", "true", "--run.dir", dir);
     expect(c.status).toBe(2);
     expect(c.stderr).toContain("policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least 512 tokens; got 192");
@@ -61,9 +61,9 @@ describe("arl train --agent", () => {
     expect(r.stderr).toContain("env.name: arl train --agent trains on the search env");
     const t = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--policy.backend", "tinker", "--run.dir", dir);
     expect(t.status).toBe(2);
-    expect(t.stderr).toContain("policy.backend: arl train --agent trains the embedded policy only");
-    const q = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--resume", "--run.dir", dir);
+    expect(t.stderr).toContain("policy.tinker.tokenizer: with policy.backend tinker, --agent needs the served model's tokenizer");
+    const q = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--dry-run", "--run.dir", dir);
     expect(q.status).toBe(2);
-    expect(q.stderr).toContain("--agent: --resume and --dry-run are not supported with --agent yet");
+    expect(q.stderr).toContain("--agent: --dry-run is not supported with --agent yet");
   }, 120_000);
 });

@@ -142,14 +142,14 @@ program
       return;
     }
     if (opts.agent !== undefined) {
-      if (opts.resume || opts.dryRun) throw new ConfigError(["--agent: --resume and --dry-run are not supported with --agent yet"]);
+      if (opts.dryRun) throw new ConfigError(["--agent: --dry-run is not supported with --agent yet (run with --smoke-sized flags instead)"]);
       const { runAgentExperiment } = await import("../train/agentExperiment.ts");
       const t0 = performance.now();
       const deadline = opts.agentDeadline === undefined ? undefined : Number(opts.agentDeadline);
       if (deadline !== undefined && !(Number.isInteger(deadline) && deadline >= 1 && deadline <= 2 ** 31 - 1)) {
         throw new ConfigError([`--agent-deadline: expected an integer number of ms in 1..2147483647, got ${JSON.stringify(opts.agentDeadline)}`]);
       }
-      const summary = await runAgentExperiment(config, { agent: opts.agent, reporter: consoleReporter(), overwrite: opts.overwrite === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
+      const summary = await runAgentExperiment(config, { agent: opts.agent, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
       console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 || opts.agentWarmStart ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
       console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
       return;

@@ -156,8 +156,9 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   run.writeConfig(config);
   const resumeStep = plan.rl?.state.step ?? 0;
   // rollouts.jsonl is cut back with the rest: demonstrations and the warm-start evaluation stay when the warm start is whole.
-  run.truncateJsonl("rollouts.jsonl", (row) => plan.sft && (row.stage !== "rl" || (typeof row.step === "number" && row.step < resumeStep)) && row.stage !== "eval-after");
   if (!plan.sft) run.remove("eval-warm.json");
+  const warmEvaluated = existsSync(join(run.path, "eval-warm.json"));
+  run.truncateJsonl("rollouts.jsonl", (row) => plan.sft && (row.stage === "rl" ? typeof row.step === "number" && row.step < resumeStep : row.stage !== "eval-after" && warmEvaluated));
 
   // The real world (0), the demonstrations' counterfactual worlds, RL's (seeds as the search recipe's).
   const demoWorlds = Array.from({ length: config.sft.counterfactualWorlds }, (_, k) => counterfactualWorld(world, config.run.seed * 1000 + k + 1));
@@ -199,11 +200,16 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     };
 
     const warm = config.sft.steps > 0 || options.warmStart !== undefined;
-    if (config.sft.steps > 0 && options.warmStart === undefined && !plan.sft) {
-      await agentWarmStart(config, { backend, gateway, tokenizer, gpt, run, reporter, real, demoWorlds: served.slice(1, 1 + demoWorlds.length), base });
+    if (!plan.sft) {
+      if (config.sft.steps > 0 && options.warmStart === undefined) {
+        await agentWarmStart(config, { backend, gateway, tokenizer, run, reporter, real, demoWorlds: served.slice(1, 1 + demoWorlds.length), base });
+      }
+      // checkpoints/sft is the policy RL starts from (warm-started, given, or fresh): the reference policy, and what
+      // --resume needs to find before any RL checkpoint.
+      await savePolicy(run.checkpoint("sft"), backend, tokenizer, gpt);
     }
     let before: AgentExperimentSummary["before"];
-    if (plan.sft && existsSync(join(run.path, "eval-warm.json"))) before = JSON.parse(readFileSync(join(run.path, "eval-warm.json"), "utf8")) as AgentExperimentSummary["before"];
+    if (plan.sft && warmEvaluated) before = JSON.parse(readFileSync(join(run.path, "eval-warm.json"), "utf8")) as AgentExperimentSummary["before"];
     else {
       gateway.setSampler(backend.samplingClient());
       before = await evaluate(warm ? "warm" : "before");
@@ -213,8 +219,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     // The reference policy for hack/kl_ref: the warm start, frozen.
     const d = config.detectors;
     if (d.enabled && d.referenceKl) {
-      const refDir = plan.sft || (config.sft.steps > 0 && options.warmStart === undefined) ? run.checkpoint("sft") : options.warmStart;
-      if (tinkerBase || refDir !== undefined) reference = await createBackend(config, gpt, tinkerBase ? undefined : refDir);
+      reference = await createBackend(config, gpt, run.checkpoint("sft"));
     }
     const monitor = new DetectorMonitor(d.enabled ? defaultDetectors(d) : [], d);
     const steps: Metrics[] = [];
@@ -282,7 +287,6 @@ interface WarmStartContext {
   backend: TrainingBackend;
   gateway: RunningGateway;
   tokenizer: Tokenizer;
-  gpt: GPTConfig;
   run: RunDir;
   reporter: Reporter;
   real: ServedWorld;
@@ -295,7 +299,6 @@ interface WarmStartContext {
  * the demonstrations are in exactly the agent's own token format; then cross entropy on their completions. In the
  * real world the personas' mixture (`sft.personas`) teaches habits; in each counterfactual world the careful persona
  * on the unknown-fact questions teaches reading the retrieved passages (their answers differ from the real world's).
- * Saves `checkpoints/sft`.
  * @throws Error when the agent produced no demonstration (every rollout dropped, or none called the gateway)
  */
 async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): Promise<void> {
@@ -346,7 +349,6 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
     sft.update(step + 1);
   }
   sft.stop();
-  await savePolicy(run.checkpoint("sft"), backend, tokenizer, ctx.gpt);
 }
 
 /**
