@@ -52,6 +52,19 @@ describe("arl train --agent", () => {
     expect(stages).toEqual(["rl", "rl"]);
   }, 300_000);
 
+  it("--agent-module: an agent function in the trainer's process (examples/agents/openai-search-function.mjs)", () => {
+    const r = arl("train", "--smoke", "--policy.contextLength", "512", "--rl.steps", "1", "--agent-module", join(repo, "examples", "agents", "openai-search-function.mjs"), "--run.dir", dir, "--run.name", "fn");
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/Held-out success of your agent \(EM %, 8 questions\): warm start \d+\.\d \(dropped 0\) → after RL \d+\.\d \(dropped 0\)/);
+    const rl = readFileSync(join(dir, "fn", "rollouts.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { stage: string; status: string }).filter((x) => x.stage === "rl");
+    expect(rl.map((x) => x.status)).toEqual(Array.from({ length: 16 }, () => "rewarded"));
+    const noFn = join(dir, "no-agent.mjs");
+    writeFileSync(noFn, "export const x = 1;\n");
+    const bad = arl("train", "--smoke", "--policy.contextLength", "512", "--agent-module", noFn, "--run.dir", dir, "--run.name", "nofn");
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain(`--agent-module: ${noFn} exports no agent function`);
+  }, 300_000);
+
   it("refuses another env, a Tinker backend without the served model's tokenizer, --dry-run and a context too small for an agent's calls, naming them (exit 2)", () => {
     const c = arl("train", "--smoke", "--agent", "true", "--run.dir", dir);
     expect(c.status).toBe(2);

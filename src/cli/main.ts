@@ -38,6 +38,7 @@ import { resolve as resolvePath } from "node:path";
 import { envNameOf, withRecipeDefaults } from "../run/train.ts";
 import { dryRunRecipe, evalRecipeRow, policyAgent, recipeContext, recipeEvalTasks, recipeSetup, runRecipeExperiment, type RecipeRow } from "../train/recipeRun.ts";
 import { registerExport } from "./export.ts";
+import type { AgentFunction } from "../train/agentRollouts.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
 export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
@@ -100,6 +101,21 @@ function positiveInt(flag: string, value: string): number {
 let overrides: Record<string, string> = {};
 
 /**
+ * `--agent-module <file>`: imports a file (TypeScript through tsx) whose default export — else its export named
+ * `agent` — is an agent function `(ctx: AgentContext) => Promise<{answer?} | void>`, run in this process per rollout.
+ * @throws ConfigError naming `--agent-module` when the file is missing or exports no function
+ */
+async function agentModuleArg(arg: string): Promise<AgentFunction> {
+  const file = resolvePath(arg);
+  if (!existsSync(file)) throw new ConfigError([`--agent-module: no such file ${file} (expected a .ts/.js file whose default export is an agent function)`]);
+  if (/\.[cm]?ts$/.test(file)) (await import("tsx/esm/api")).register();
+  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  const fn = typeof mod.default === "function" ? mod.default : mod.agent;
+  if (typeof fn !== "function") throw new ConfigError([`--agent-module: ${file} exports no agent function (a default export, or an export named agent, taking the rollout's context: see examples/agents/README.md)`]);
+  return fn as AgentFunction;
+}
+
+/**
  * `--env` given as a file (`./my-env.ts`, `envs/x.js`): imports it (TypeScript through tsx, which agentic-rl depends
  * on), registers its recipe (the default export, else the first exported recipe) and returns the recipe's name; an
  * env name is returned as it is.
@@ -133,15 +149,17 @@ program
   .option("--dry-run", "validate config, reward, tokenizer, world, Tinker server and (with --resume) checkpoints; train nothing, write nothing")
   .option("--agent-warm-start <checkpoint>", "with --agent: start from this checkpoint (e.g. an earlier --agent run's checkpoints/sft) instead of a new warm start")
   .option("--agent-deadline <ms>", "with --agent: a rollout's deadline; past it the agent is killed and the rollout dropped (default 120000)")
+  .option("--agent-module <file>", "train your own agent given as a function in this process: a .ts/.js file whose default export takes the rollout's context ({baseURL, apiKey, task, env, rewardURL, signal}) and returns {answer}")
   .option("--agent <command>", "train your own agent (a shell command using the openai client or the AI SDK; env OPENAI_BASE_URL, ARL_RETRIEVAL_URL; task JSON on stdin; see examples/agents/README.md) on the search env's tasks")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
-  .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentDeadline?: string; agentWarmStart?: string }) => {
+  .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentModule?: string; agentDeadline?: string; agentWarmStart?: string }) => {
     const config = loadConfig(opts.config, opts.smoke === true, overrides, await envArg(opts.env));
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;
     }
-    if (opts.agent !== undefined) {
+    if (opts.agent !== undefined && opts.agentModule !== undefined) throw new ConfigError(["--agent and --agent-module: choose one (a shell command, or a file exporting an agent function)"]);
+    if (opts.agent !== undefined || opts.agentModule !== undefined) {
       if (opts.dryRun) throw new ConfigError(["--agent: --dry-run is not supported with --agent yet (run with --smoke-sized flags instead)"]);
       const { runAgentExperiment } = await import("../train/agentExperiment.ts");
       const t0 = performance.now();
@@ -149,7 +167,7 @@ program
       if (deadline !== undefined && !(Number.isInteger(deadline) && deadline >= 1 && deadline <= 2 ** 31 - 1)) {
         throw new ConfigError([`--agent-deadline: expected an integer number of ms in 1..2147483647, got ${JSON.stringify(opts.agentDeadline)}`]);
       }
-      const summary = await runAgentExperiment(config, { agent: opts.agent, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
+      const summary = await runAgentExperiment(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
       console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 || opts.agentWarmStart ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
       console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
       return;
