@@ -91,6 +91,10 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
     // A resume whose config differs names the field.
     await expect(runAgentExperiment({ ...config("resumed"), rl: { ...config("resumed").rl, groupSize: 2 } }, { agent: searchAgent(), resume: true })).rejects.toThrow(/rl\.groupSize: the run folder has 4, this command has 2/);
 
+    // --resume with another agent (or deadline) than the run folder's is refused, naming it.
+    await expect(runAgentExperiment(config("resumed"), { agent: "node other-agent.mjs", resume: true })).rejects.toThrow(/--agent: the run folder was trained by "function", this command gives "command: node other-agent.mjs"/);
+    await expect(runAgentExperiment(config("resumed"), { agent: searchAgent(), resume: true, rolloutDeadlineMs: 5000 })).rejects.toThrow(/--agent-deadline: the run folder has 120000, this command has 5000/);
+
     // A run started from a given checkpoint (--agent-warm-start) resumes too: checkpoints/sft holds its starting policy.
     crashed = false;
     const ws = { agent: searchAgent([], lengthReward), warmStart: join(root, "straight", "checkpoints", "sft") };
@@ -117,6 +121,17 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
     const rl = read("straight", "metrics.jsonl").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>).filter((m) => m.stage === "rl");
     for (const key of ["hack/guess_rate_unknown", "hack/tool_spam", "hack/no_answer", "hack/response_length", "hack/kl_ref", "tool_calls"]) expect(typeof rl[0][key], key).toBe("number");
   }, 240_000);
+
+  it("held-out success is EM of the agent's answers, graded by the trainer, whatever reward the agent reports", async () => {
+    const logs: string[] = [];
+    const s = await runAgentExperiment({ ...config("self-reward"), rl: { ...config("self-reward").rl, steps: 1, klCoef: 0.5 } }, { agent: searchAgent([], () => 1), overwrite: true, reporter: { ...silentReporter, log: (m) => logs.push(m) } });
+    const rl = read("self-reward", "rollouts.jsonl").trim().split("\n").map((l) => JSON.parse(l) as { stage: string; reward: number });
+    expect(rl.filter((r) => r.stage.startsWith("eval-")).every((r) => r.reward === 1)).toBe(true); // it reported 1 everywhere
+    expect(s.before.success).toBeLessThan(100); // …but only EM counts as success: the smoke-sized policy rarely answers right
+    expect(s.after.success).toBeLessThan(100);
+    // A flag --agent does not use is named, not silently ignored.
+    expect(logs.join("\n")).toContain("warning: --agent does not use rl.klCoef (0.5)");
+  }, 120_000);
 
   it("serves each world's corpus at its own URL: a counterfactual world's unknown facts differ from the real world's", async () => {
     const world = buildWorld({ seed: 1, numCountries: 12 });

@@ -97,6 +97,14 @@ describe("trainAgent: RL on an unchanged openai-client agent through the gateway
     expect([m.rewarded, m.dropped]).toEqual([2, 1]);
   }, 60_000);
 
+  it("drops a rollout whose agent never called the model (nothing to train on; a 0 reward would still move its group's baseline)", async () => {
+    let n = 0;
+    const lazy: AgentFunction = async (ctx) => (n++ === 0 ? { answer: "sunny" } : agent(ctx));
+    const [m] = await trainAgent({ agent: lazy, backend, gateway, tasks, grade, steps: 1, tasksPerStep: 1, groupSize: 3, seed: 6, rolloutDeadlineMs: 30_000, adam: { learningRate: 1e-3 }, concurrency: 1,
+      onStep: (_s, _m, recs) => expect(recs.filter((r) => r.status === "dropped").map((r) => r.dropReason)).toEqual(["the agent finished without calling the model (no completion to train on)"]) });
+    expect([m.rewarded, m.dropped]).toEqual([2, 1]);
+  }, 60_000);
+
   it("runs an agent given as a command: a child process with OPENAI_BASE_URL, reporting its own reward", async () => {
     const script = `
       const r = await fetch(process.env.OPENAI_BASE_URL + "/chat/completions", { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer " + process.env.OPENAI_API_KEY }, body: JSON.stringify({ model: "p", messages: [{ role: "user", content: "weather in oslo ?" }], max_tokens: 4 }) });

@@ -75,6 +75,12 @@ describe("arl train --agent", () => {
     const t = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--policy.backend", "tinker", "--run.dir", dir);
     expect(t.status).toBe(2);
     expect(t.stderr).toContain("policy.tinker.tokenizer: with policy.backend tinker, --agent needs the served model's tokenizer");
+    const e = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", " ", "--run.dir", dir);
+    expect(e.status).toBe(2);
+    expect(e.stderr).toContain("--agent: an empty command");
+    const o = arl("train", "--smoke", "--agent-deadline", "2000", "--run.dir", dir);
+    expect(o.status).toBe(2);
+    expect(o.stderr).toContain("--agent-deadline: only with --agent or --agent-module");
     const q = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--dry-run", "--run.dir", dir);
     expect(q.status).toBe(2);
     expect(q.stderr).toContain("--agent: --dry-run is not supported with --agent yet");

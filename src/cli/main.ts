@@ -145,7 +145,7 @@ program
   .option("--smoke", "tiny model and budgets (seconds; for tests); its presets apply over --config, dotted flags last")
   .option("--print-config", "print the resolved config and exit")
   .option("--overwrite", "replace an existing run folder of the same name")
-  .option("--resume", "continue the run in the folder (same --config and flags) from its last good checkpoint; metrics end identical to an uninterrupted run")
+  .option("--resume", "continue the run in the folder (same --config and flags) from its last good checkpoint; metrics end identical to an uninterrupted run (with --agent: the same rollouts, tokens and rewards; float metrics to ~1e-6)")
   .option("--dry-run", "validate config, reward, tokenizer, world, Tinker server and (with --resume) checkpoints; train nothing, write nothing")
   .option("--agent-warm-start <checkpoint>", "with --agent: start from this checkpoint (e.g. an earlier --agent run's checkpoints/sft) instead of a new warm start")
   .option("--agent-deadline <ms>", "with --agent: a rollout's deadline; past it the agent is killed and the rollout dropped (default 120000)")
@@ -159,6 +159,11 @@ program
       return;
     }
     if (opts.agent !== undefined && opts.agentModule !== undefined) throw new ConfigError(["--agent and --agent-module: choose one (a shell command, or a file exporting an agent function)"]);
+    if (opts.agent !== undefined && opts.agent.trim() === "") throw new ConfigError(["--agent: an empty command (expected e.g. \"node examples/agents/openai-search.mjs\")"]);
+    if (opts.agent === undefined && opts.agentModule === undefined) {
+      const orphan = (["agentDeadline", "agentWarmStart"] as const).filter((k) => opts[k] !== undefined).map((k) => (k === "agentDeadline" ? "--agent-deadline" : "--agent-warm-start"));
+      if (orphan.length > 0) throw new ConfigError([`${orphan.join(", ")}: only with --agent or --agent-module`]);
+    }
     if (opts.agent !== undefined || opts.agentModule !== undefined) {
       if (opts.dryRun) throw new ConfigError(["--agent: --dry-run is not supported with --agent yet (run with --smoke-sized flags instead)"]);
       const { runAgentExperiment } = await import("../train/agentExperiment.ts");
@@ -167,7 +172,7 @@ program
       if (deadline !== undefined && !(Number.isInteger(deadline) && deadline >= 1 && deadline <= 2 ** 31 - 1)) {
         throw new ConfigError([`--agent-deadline: expected an integer number of ms in 1..2147483647, got ${JSON.stringify(opts.agentDeadline)}`]);
       }
-      const summary = await runAgentExperiment(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
+      const summary = await runAgentExperiment(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, agentId: opts.agentModule !== undefined ? `module: ${resolvePath(opts.agentModule)}` : undefined, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
       console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 || opts.agentWarmStart ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
       console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
       return;

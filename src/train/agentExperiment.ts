@@ -34,7 +34,7 @@ import { createWorldsRetrievalApp } from "../serve/retrieval.ts";
 import { listen } from "../serve/http.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { TRAINER_STATE_FORMAT, loadPolicy, savePolicy, trainerStateText, type TrainerState } from "./checkpoint.ts";
-import { ConfigError, type ExperimentConfig } from "./config.ts";
+import { ConfigError, resolveConfig, type ExperimentConfig } from "./config.ts";
 import { evalTasks, gptConfigOf, openRun, resumeIntent, silentReporter, type Reporter } from "./experiment.ts";
 import type { AgentFunction } from "./agentRollouts.ts";
 import { limited, runAgentRollout, trainAgent, type AgentResumeState, type AgentRolloutRecord, type TrainAgentOptions } from "./agentRun.ts";
@@ -57,9 +57,19 @@ export interface AgentExperimentOptions {
   warmStart?: string;
   /** A rollout's deadline (ms; default 120 000). */
   rolloutDeadlineMs?: number;
-  /** Continue the run in the folder from its last good checkpoint (same config, checked field by field). */
+  /** Continue the run in the folder from its last good checkpoint (same config, checked field by field, and the
+   * same agent: `agentId`). */
   resume?: boolean;
+  /** What the agent is, recorded in `agent.json` and checked on `resume` (default: the command, or `function`). */
+  agentId?: string;
 }
+
+/**
+ * Config fields `--agent` does not use (the agent sends its own sampling parameters; the update is one importance-
+ * sampling or PPO step on the rollouts, without a KL term, PPO-ptx replay or minibatches): a warning names any set away
+ * from its default, so a flag that changes nothing is never silent.
+ */
+export const AGENT_UNUSED_RL_FIELDS = ["temperature", "klCoef", "ptxCoef", "ptxBatchSize", "minibatches", "maskObservations", "maxNonFiniteSteps"] as const;
 
 /** The smallest context (tokens) `--agent` accepts: one search round of the example agents is ~300 tokens. */
 export const MIN_AGENT_CONTEXT = 512;
@@ -152,8 +162,23 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   const tokenizer = tok.tokenizer;
   const gpt = tok.gpt ?? gptConfigOf(config, tokenizer.vocabSize);
   const resuming = resumeIntent(config, reporter, { overwrite, resume: options.resume });
+  const agentId = options.agentId ?? (typeof options.agent === "string" ? `command: ${options.agent}` : "function");
+  const deadlineMs = options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS;
+  const agentFile = join(config.run.dir, config.run.name, "agent.json");
+  if (resuming && existsSync(agentFile)) {
+    const saved = JSON.parse(readFileSync(agentFile, "utf8")) as { agent?: string; deadlineMs?: number };
+    const diffs = [
+      ...(saved.agent !== agentId ? [`--agent: the run folder was trained by ${JSON.stringify(saved.agent)}, this command gives ${JSON.stringify(agentId)} (--resume continues the same agent)`] : []),
+      ...(saved.deadlineMs !== deadlineMs ? [`--agent-deadline: the run folder has ${saved.deadlineMs}, this command has ${deadlineMs}`] : []),
+    ];
+    if (diffs.length > 0) throw new ConfigError(diffs);
+  }
   const { run, plan } = openRun(config, { gpt, tokenizer }, resuming, reporter, { overwrite });
   run.writeConfig(config);
+  run.writeText("agent.json", `${JSON.stringify({ agent: agentId, deadlineMs })}\n`);
+  const defaults = resolveConfig({}).rl;
+  const unused = AGENT_UNUSED_RL_FIELDS.filter((k) => JSON.stringify(config.rl[k]) !== JSON.stringify(defaults[k]));
+  if (unused.length > 0) reporter.log(`warning: --agent does not use ${unused.map((k) => `rl.${k} (${JSON.stringify(config.rl[k])})`).join(", ")}: the agent sends its own sampling parameters and the update has no KL term, replay or minibatches`);
   const resumeStep = plan.rl?.state.step ?? 0;
   // rollouts.jsonl is cut back with the rest: demonstrations and the warm-start evaluation stay when the warm start is whole.
   if (!plan.sft) run.remove("eval-warm.json");
@@ -181,7 +206,6 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
       seed: config.run.seed,
     });
-    const deadlineMs = options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS;
     const base = { agent: options.agent, gateway, grade: (t: Task, a: string | undefined) => gradeAnswer(t, a), rolloutDeadlineMs: deadlineMs };
     const held = evalTasks(world, config);
     const evaluate = async (label: string): Promise<AgentExperimentSummary["before"]> => {
@@ -196,7 +220,13 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       bar.stop();
       logRollouts(run, `eval-${label}`, 0, records, reporter);
       const rewarded = records.filter((r) => r.status === "rewarded");
-      return { success: held.length > 0 ? (100 * rewarded.reduce((a, r) => a + r.reward!.value, 0)) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
+      if (rewarded.length === 0 && records.length > 0) {
+        throw new Error(`eval ${label}: every held-out rollout was dropped (first: ${records[0].dropReason}) — nothing the agent does reaches the policy; check the agent, and on a Tinker server that policy.tinker.baseModel is the model whose tokenizer this run uses`);
+      }
+      // Held-out success is EM of the agent's answers, graded here: a reward the agent reports itself trains it but
+      // never counts as success.
+      const em = rewarded.reduce((a, r, i) => a + gradeAnswer(held[records.indexOf(rewarded[i])], r.answer), 0);
+      return { success: held.length > 0 ? (100 * em) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
     };
 
     const warm = config.sft.steps > 0 || options.warmStart !== undefined;
@@ -316,7 +346,6 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
   ctx.demoWorlds.forEach((w, k) => jobs.push({ persona: "careful", served: w, tasks: w.world.train.filter((t) => t.known === false), tag: `cf${k + 1}` }));
   const datums: Datum[] = [];
   let firstDrop: string | undefined;
-  let noCalls = 0;
   const bar = reporter.bar("demonstrations", jobs.reduce((a, j) => a + j.tasks.length, 0));
   let done = 0;
   for (const job of jobs) {
@@ -333,12 +362,11 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
       ),
     );
     firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
-    noCalls += records.filter((r) => r.status === "rewarded" && r.calls.length === 0).length;
     for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
   }
   bar.stop();
   if (datums.length === 0) {
-    throw new Error(`warm start: the agent produced no demonstrations with the teacher: ${firstDrop ? `rollouts were dropped (first: ${firstDrop})` : ""}${firstDrop && noCalls ? "; " : ""}${noCalls ? `${noCalls} rollout(s) finished without calling ${"$"}OPENAI_BASE_URL/chat/completions` : ""} — check the agent against the gateway (examples/agents/README.md)`);
+    throw new Error(`warm start: the agent produced no demonstrations with the teacher: ${firstDrop ? `rollouts were dropped (first: ${firstDrop})` : "no rollout"} — check the agent against the gateway (examples/agents/README.md)`);
   }
   const sft = reporter.bar("warm start (SFT)", config.sft.steps);
   for (let step = 0; step < config.sft.steps; step++) {

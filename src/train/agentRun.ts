@@ -213,6 +213,9 @@ export async function runAgentRollout(
   const open = () => reg.status(id) === "open" || reg.status(id) === "finished";
   if (result.error !== undefined) {
     if (open()) reg.drop(id, result.error);
+  } else if (open() && reg.snapshot(id).calls.length === 0) {
+    // Nothing was sampled, so nothing can be trained — and a reward of 0 would still move its group's baseline.
+    reg.drop(id, "the agent finished without calling the model (no completion to train on)");
   } else if (open()) {
     // The agent is done: no more calls; it reported no reward, so the trainer grades its answer and transcript.
     if (reg.status(id) === "open") reg.finish(id);
