@@ -237,6 +237,13 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       // checkpoints/sft is the policy RL starts from (warm-started, given, or fresh): the reference policy, and what
       // --resume needs to find before any RL checkpoint.
       await savePolicy(run.checkpoint("sft"), backend, tokenizer, gpt);
+      if (backend instanceof EmbeddedBackend && config.sft.steps > 0 && options.warmStart === undefined) {
+        // A fresh backend from the checkpoint (same weights and Adam state): SFT over long agent transcripts leaves
+        // the one 4 GiB wasm heap fragmented, and the reference policy plus a 32-rollout update then failed to fit
+        // (measured: "Allocation exceeds the 4 GiB memory32 limit" at the first RL step after 300 SFT steps).
+        backend.dispose();
+        backend = await createBackend(config, gpt, run.checkpoint("sft"));
+      }
     }
     let before: AgentExperimentSummary["before"];
     if (plan.sft && warmEvaluated) before = JSON.parse(readFileSync(join(run.path, "eval-warm.json"), "utf8")) as AgentExperimentSummary["before"];
