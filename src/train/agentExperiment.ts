@@ -69,7 +69,11 @@ export interface AgentExperimentOptions {
  * sampling or PPO step on the rollouts, without a KL term, PPO-ptx replay or minibatches): a warning names any set away
  * from its default, so a flag that changes nothing is never silent.
  */
-export const AGENT_UNUSED_RL_FIELDS = ["temperature", "klCoef", "ptxCoef", "ptxBatchSize", "minibatches", "maskObservations", "maxNonFiniteSteps"] as const;
+export const AGENT_UNUSED_RL_FIELDS = [
+  "temperature", "klCoef", "ptxCoef", "ptxBatchSize", "minibatches", "maskObservations", "maxNonFiniteSteps",
+  // issue 16's algorithms run in `arl train`'s loop (src/train/rl.ts), not yet in trainAgent's
+  "lossAggMode", "gamma", "lam", "turnRewards", "tis", "tisCap", "filterGroups", "maxGenBatches", "overlongBuffer", "overlongPenalty", "clipRatioC",
+] as const;
 
 /** The smallest context (tokens) `--agent` accepts: one search round of the example agents is ~300 tokens. */
 export const MIN_AGENT_CONTEXT = 512;
@@ -155,6 +159,9 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
     throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
   }
+  if (config.rl.advantage !== "grpo" && config.rl.advantage !== "drgrpo") {
+    throw new ConfigError([`rl.advantage: arl train --agent computes grpo or drgrpo advantages over each task's group of rollouts; got ${config.rl.advantage} (the other estimators run in arl train's own loop)`]);
+  }
   const reporter = options.reporter ?? silentReporter;
   const overwrite = options.overwrite ?? false;
   const world = buildWorld({ seed: config.run.seed, ...config.env.world });
@@ -237,13 +244,6 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       // checkpoints/sft is the policy RL starts from (warm-started, given, or fresh): the reference policy, and what
       // --resume needs to find before any RL checkpoint.
       await savePolicy(run.checkpoint("sft"), backend, tokenizer, gpt);
-      if (backend instanceof EmbeddedBackend && config.sft.steps > 0 && options.warmStart === undefined) {
-        // A fresh backend from the checkpoint (same weights and Adam state): SFT over long agent transcripts leaves
-        // the one 4 GiB wasm heap fragmented, and the reference policy plus a 32-rollout update then failed to fit
-        // (measured: "Allocation exceeds the 4 GiB memory32 limit" at the first RL step after 300 SFT steps).
-        backend.dispose();
-        backend = await createBackend(config, gpt, run.checkpoint("sft"));
-      }
     }
     let before: AgentExperimentSummary["before"];
     if (plan.sft && warmEvaluated) before = JSON.parse(readFileSync(join(run.path, "eval-warm.json"), "utf8")) as AgentExperimentSummary["before"];
