@@ -72,6 +72,17 @@ export type { DatumOptions } from "./algo/datum.ts";
 /** Per-token policy-gradient losses and their aggregation. */
 export { ppoClipTokenLoss, importanceSamplingTokenLoss, k3Kl, aggregateLoss } from "./algo/losses.ts";
 export type { PpoTokenLoss, AggregationMode } from "./algo/losses.ts";
+/** veRL's estimators, policy losses and aggregation modes; turn-level credit (GiGPO); DAPO's data pieces (docs/algorithms.md). */
+export { rlooAdvantages, opoAdvantages, passkAdvantages, maskedWhiten, discountedReturns, reinforcePlusPlusAdvantages, reinforcePlusPlusBaselineAdvantages, gaeAdvantages } from "./algo/advantages.ts";
+export { ADVANTAGE_ESTIMATORS, ESTIMATORS, estimateAdvantages } from "./algo/estimators.ts";
+export type { AdvantageEstimatorName, EstimatorTrajectory, EstimatorOptions, EstimatedAdvantages, EstimatorInfo } from "./algo/estimators.ts";
+export { LOSS_AGG_MODES, aggLoss, aggregationPlan, vanillaPolicyTokenLoss, gspoSequenceRatio, gspoTokenLoss, cispoTokenLoss, droTokenLoss, tisWeights } from "./algo/losses.ts";
+export type { LossAggMode, AggregationPlan, PolicyTokenLoss } from "./algo/losses.ts";
+export { RL_LOSS_FNS, TINKER_SERVER_LOSSES, backendLossOf, lossAggModeOf, tinkerLossFor, backendAlgorithmProblem } from "./algo/policyLoss.ts";
+export type { RlLossFn, TinkerLoss } from "./algo/policyLoss.ts";
+export { turnSpans, turnRewards, tokenRewardsFromTurns, turnAnchors, gigpoAdvantages, perTurnAdvantage } from "./algo/turns.ts";
+export type { TurnRewardWeights, GigpoTrajectory, GigpoOptions } from "./algo/turns.ts";
+export { overlongPenalty, applyOverlongShaping, informativeGroups } from "./algo/dapo.ts";
 
 // ── Reward (src/reward/*.ts) ──────────────────────────────────────────────────────────────────────────────────────
 /** Weighted reward terms composed into a breakdown that keeps every term. */

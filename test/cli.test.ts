@@ -23,7 +23,7 @@ describe("arl CLI", () => {
   it("config errors name the field and the allowed values, exit code 2", () => {
     const r = arl("train", "--rl.lossFn", "dpo", "--print-config");
     expect(r.code).toBe(2);
-    expect(r.err).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", got "dpo"');
+    expect(r.err).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", "cispo", "dro", "gspo", got "dpo"');
     const trailing = arl("train", "--rl.groupSize");
     expect(trailing.code).toBe(2);
     expect(trailing.err).toContain("--rl.groupSize: missing value");

@@ -37,7 +37,7 @@ describe("config", () => {
     };
     expect(err({ rl: { groupSize: -3 } })).toContain("rl.groupSize: expected a number ≥ 2, got -3");
     expect(err({ rl: { groupSize: 2.5 } })).toContain("rl.groupSize: expected integer");
-    expect(err({ rl: { lossFn: "dpo" } })).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", got "dpo"');
+    expect(err({ rl: { lossFn: "dpo" } })).toContain('rl.lossFn: expected one of "ppo", "importance_sampling", "cispo", "dro", "gspo", got "dpo"');
     expect(err({ rl: { grupSize: 4 } })).toContain("rl: unknown field(s) grupSize");
     expect(err({ policy: { dModel: 30, nHeads: 4 } })).toContain("policy.nHeads");
     // Run names cannot leave run.dir (`runs/..` is the project folder, which --overwrite would replace).

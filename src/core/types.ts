@@ -250,6 +250,13 @@ export interface RewardBreakdown {
   terms: RewardTerm[];
   /** Cost of computing this reward outside the policy (e.g. LLM-judge spend, in the judge's price unit); 0 if none. */
   cost?: number;
+  /** Per-turn step rewards `[turn]` the advantage stage used (`rl.turnRewards`, src/algo/turns.ts); absent when none. */
+  turnRewards?: number[];
+  /**
+   * Mean advantage of each turn's policy tokens `[turn]`, set by the advantage stage (`rlStep`): what the update
+   * credited each turn (equal across turns for outcome estimators such as grpo).
+   */
+  turnAdvantages?: number[];
 }
 
 /**

@@ -57,6 +57,36 @@ export const BUILTIN_DESIGNS: Readonly<Record<string, Omit<LabDesign, "name">>> 
   },
 };
 
+/**
+ * Algorithm designs: the main job's reward (`default`) with one RL algorithm each (docs/algorithms.md), so a lab over
+ * them compares algorithms on the same warm start, seed, data and budget. Names are veRL's where it has one.
+ */
+export const ALGORITHM_DESIGNS: Readonly<Record<string, Omit<LabDesign, "name">>> = {
+  grpo: { description: "GRPO: group-normalised outcome advantage, PPO clip, token-mean (this repository's default).", preset: "default", weights: {}, overrides: {} },
+  drgrpo: { description: "Dr.GRPO: group mean only, seq-mean-token-sum-norm (Liu et al. 2025).", preset: "default", weights: {}, overrides: { "rl.advantage": "drgrpo" } },
+  rloo: { description: "RLOO: leave-one-out baseline (Ahmadian et al. 2024).", preset: "default", weights: {}, overrides: { "rl.advantage": "rloo" } },
+  reinforce_plus_plus: { description: "REINFORCE++: discounted returns whitened over the batch, no group baseline (Hu 2025).", preset: "default", weights: {}, overrides: { "rl.advantage": "reinforce_plus_plus" } },
+  reinforce_plus_plus_baseline: { description: "REINFORCE++-baseline: group mean subtracted, then batch-whitened (Hu 2025).", preset: "default", weights: {}, overrides: { "rl.advantage": "reinforce_plus_plus_baseline" } },
+  gae: { description: "PPO with GAE (γ 1, λ 0.95) and a linear value head on the policy trunk.", preset: "default", weights: {}, overrides: { "rl.advantage": "gae", "rl.lam": "0.95" } },
+  dapo: {
+    description: "DAPO: clip-higher (0.28), dynamic sampling (all-equal groups dropped and resampled), token-mean, overlong shaping (Yu et al. 2025).",
+    preset: "default",
+    weights: {},
+    overrides: { "rl.clipHigh": "0.28", "rl.filterGroups": "true", "rl.lossAggMode": "token-mean", "rl.overlongBuffer": "8" },
+  },
+  gspo: { description: "GSPO: PPO clip on the sequence-level length-normalised ratio, seq-mean-token-mean (Zheng et al. 2025).", preset: "default", weights: {}, overrides: { "rl.lossFn": "gspo" } },
+  cispo: { description: "CISPO: clipped, detached IS weight; no token loses its gradient (MiniMax-M1).", preset: "default", weights: {}, overrides: { "rl.lossFn": "cispo", "rl.clipHigh": "0.28" } },
+  gigpo: {
+    description: "GiGPO: episode + step-level advantages over shared anchor states, γ 0.95, with per-turn rewards for failed tool calls and first evidence (Feng et al. 2025).",
+    preset: "default",
+    weights: {},
+    overrides: { "rl.advantage": "gigpo", "rl.gamma": "0.95", "rl.turnRewards.toolError": "-0.1", "rl.turnRewards.evidence": "0.1" },
+  },
+};
+
+/** `lab.designs: algorithms` expands to these (the documented comparison). */
+export const ALGORITHM_SET = Object.keys(ALGORITHM_DESIGNS);
+
 const ALLOWED_PREFIXES = ["rl.", "reward.", "detectors."];
 
 /**
@@ -65,20 +95,21 @@ const ALLOWED_PREFIXES = ["rl.", "reward.", "detectors."];
  *   `rl.` / `reward.` / `detectors.` (a design must not change the shared world, model or warm start)
  */
 export function resolveDesigns(config: ExperimentConfig): LabDesign[] {
-  const allowed = [...Object.keys(BUILTIN_DESIGNS), ...Object.keys(config.lab.define).filter((n) => !Object.hasOwn(BUILTIN_DESIGNS, n))];
+  const builtin = (n: string) => Object.hasOwn(BUILTIN_DESIGNS, n) || Object.hasOwn(ALGORITHM_DESIGNS, n);
+  const allowed = [...Object.keys(BUILTIN_DESIGNS), ...Object.keys(ALGORITHM_DESIGNS), "algorithms", ...Object.keys(config.lab.define).filter((n) => !builtin(n))];
   const problems: string[] = [];
   for (const name of Object.keys(config.lab.define)) {
-    if (Object.hasOwn(BUILTIN_DESIGNS, name)) problems.push(`lab.define.${name}: a built-in design has this name; choose another name`);
+    if (builtin(name) || name === "algorithms") problems.push(`lab.define.${name}: a built-in design has this name; choose another name`);
   }
   const seen = new Set<string>();
   const designs: LabDesign[] = [];
-  for (const name of config.lab.designs) {
+  for (const name of config.lab.designs.flatMap((n) => (n === "algorithms" ? ALGORITHM_SET : [n]))) {
     if (seen.has(name)) problems.push(`lab.designs: "${name}" is listed twice`);
     seen.add(name);
-    const custom = Object.hasOwn(BUILTIN_DESIGNS, name) ? undefined : config.lab.define[name];
+    const custom = builtin(name) ? undefined : config.lab.define[name];
     const d = custom
       ? { description: custom.description, preset: custom.preset, weights: custom.weights, overrides: Object.fromEntries(Object.entries(custom.overrides).map(([k, v]) => [k, String(v)])) }
-      : BUILTIN_DESIGNS[name];
+      : (BUILTIN_DESIGNS[name] ?? ALGORITHM_DESIGNS[name]);
     if (d === undefined) {
       problems.push(`lab.designs: unknown design "${name}"; allowed: ${allowed.join(", ")} (or define it under lab.define)`);
       continue;

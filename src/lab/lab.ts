@@ -101,7 +101,9 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
     const run = new RunDir(join(lab.path, "designs"), design.name, { overwrite: true });
     run.writeConfig(cfg);
     const backend = await createBackend(cfg, s.gpt, lab.checkpoint("sft")); // the same warm start (weights and optimizer state) for every design
+    const r0 = performance.now();
     const rl = await trainRl(backend, demos, s, cfg, run, reporter, lab.checkpoint("sft"), `RL ${design.name}`);
+    const rlWallMs = performance.now() - r0;
     const row = await evalRow(design.name, backend, tasks, "agent", s, cfg, reporter);
     run.writeSummary({ design: design.name, result: row.result, detectors: rl.detectors.firing() });
     run.writeSamples(`eval-${slug(design.name)}`, row.trajectories);
@@ -122,6 +124,7 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
         after: await Promise.all(pick(row.trajectories).map(format)),
       },
       wallMs: performance.now() - d0,
+      rlWallMs,
     });
   }
   const partial: Omit<LabResult, "claims"> = {

@@ -30,7 +30,7 @@ export const LAB_TABLE_HEAD: readonly string[] = [
 /** Metrics always charted first (when any design has a value for them), in this order. */
 const CORE_METRICS = ["reward/mean", "em", "searches", "hack/guess_rate_unknown"] as const;
 /** Metrics charted last, when present. */
-const TAIL_METRICS = ["train/entropy", "hack/kl_ref"] as const;
+const TAIL_METRICS = ["train/entropy", "hack/kl_ref", "train/grad_norm"] as const;
 
 /** Tableau 10: one colour per design, in design order (cycled beyond ten designs). */
 const PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"];
@@ -83,6 +83,50 @@ export function labTableRows(lab: LabResult): string[][] {
     ["warm start (SFT)", ...evalCells(lab.warmStart), "—"],
     ...lab.designs.map((d) => [d.name, ...evalCells(d.after), detectorCell(d)]),
   ];
+}
+
+/** Columns of {@link dynamicsRows}. */
+export const DYNAMICS_HEAD: readonly string[] = ["design", "algorithm", "held-out EM %", "Δ EM vs warm start (pts)", "reward (last 20 %)", "KL to warm start (last 20 %)", "entropy (last 20 %)", "grad norm (mean)", "s / RL step"];
+
+/** Mean of `key` over the last ⌈steps/5⌉ steps that have it (the claims' window); NaN when none. */
+export function finalWindowMean(steps: readonly Metrics[], key: string): number {
+  const vals = steps.map((m) => m[key]).filter((v): v is number => Number.isFinite(v));
+  if (vals.length === 0) return Number.NaN;
+  const w = vals.slice(-Math.max(1, Math.ceil(vals.length / 5)));
+  return w.reduce((a, b) => a + b, 0) / w.length;
+}
+
+/** The algorithm a design trains: its `rl.advantage` / `rl.lossFn` / other `rl.*` overrides, or `grpo · ppo`. */
+export function algorithmLabel(d: DesignResult): string {
+  const o = d.overrides;
+  const adv = o["rl.advantage"] ?? "grpo";
+  const loss = o["rl.lossFn"] ?? "ppo";
+  const extra = Object.entries(o).filter(([k]) => k.startsWith("rl.") && k !== "rl.advantage" && k !== "rl.lossFn").map(([k, v]) => `${k.slice(3)}=${v}`);
+  return [`${adv} · ${loss}`, ...extra].join(", ");
+}
+
+/**
+ * The training-dynamics table, one row per design (cells follow {@link DYNAMICS_HEAD}): held-out EM after RL and its
+ * change from the warm start, then over the last 20 % of RL steps the mean reward, KL to the warm start
+ * (`hack/kl_ref`, nats/token) and entropy (`train/entropy`, nats), the mean gradient norm over all steps, and RL
+ * wall seconds per step (`rlWallMs`; the only cell that is not deterministic). `"n/a"` where a metric is missing.
+ */
+export function dynamicsRows(lab: LabResult): string[][] {
+  const f = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "n/a");
+  return lab.designs.map((d) => {
+    const gn = d.steps.map((m) => m["train/grad_norm"]).filter((v): v is number => Number.isFinite(v));
+    return [
+      d.name,
+      algorithmLabel(d),
+      f(100 * d.after.all.em, 1),
+      f(100 * (d.after.all.em - lab.warmStart.all.em), 1),
+      f(finalWindowMean(d.steps, "reward/mean"), 3),
+      f(finalWindowMean(d.steps, "hack/kl_ref"), 4),
+      f(finalWindowMean(d.steps, "train/entropy"), 3),
+      f(gn.length > 0 ? gn.reduce((a, b) => a + b, 0) / gn.length : Number.NaN, 3),
+      d.rlWallMs === undefined || d.steps.length === 0 ? "n/a" : (d.rlWallMs / 1000 / d.steps.length).toFixed(2),
+    ];
+  });
 }
 
 /** True when `key` has a finite value at some step of some design. */
@@ -304,6 +348,9 @@ export async function renderReport(lab: LabResult): Promise<string> {
   );
   const table = `<table id="final">\n<thead>${head}</thead>\n<tbody>\n${rows.join("\n")}\n</tbody>\n</table>`;
 
+  const dynHead = `<tr>${DYNAMICS_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
+  const dynRows = dynamicsRows(lab).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
+  const dynamics = lab.designs.length === 0 ? "" : `<section id="dynamics"><h2>Training dynamics per design</h2>\n<table id="dynamics-table">\n<thead>${dynHead}</thead>\n<tbody>\n${dynRows.join("\n")}\n</tbody>\n</table>\n</section>`;
   const charts = await chartsSection(lab);
   const firings = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designFirings).join("\n");
   const examples = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designExamples).join("\n");
@@ -322,6 +369,7 @@ export async function renderReport(lab: LabResult): Promise<string> {
     `<p class="sub">${esc(sub)}</p>`,
     `<section id="claims"><h2>Claims</h2>\n${claims}\n</section>`,
     `<section id="table"><h2>Final evaluation (held-out)</h2>\n${table}\n${designList(lab)}\n</section>`,
+    dynamics,
     charts,
     `<section id="detectors"><h2>Detector firings</h2>\n${firings}\n</section>`,
     `<section id="examples"><h2>Example trajectories</h2>\n${examples}\n</section>`,

@@ -54,6 +54,8 @@ export interface DesignResult {
   examples: { before: string[]; after: string[] };
   /** Wall time of this design's RL and evaluation (ms); not deterministic, never in metrics. */
   wallMs: number;
+  /** Wall time of this design's RL steps alone (ms; not deterministic); absent in labs written before it existed. */
+  rlWallMs?: number;
 }
 
 /** A claim the lab measures, stated in words with its numbers (whatever they show). */

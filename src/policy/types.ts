@@ -5,8 +5,12 @@
  */
 import type { Datum, Metrics, StopReason } from "../core/types.ts";
 
-/** Loss function names, identical to Tinker's so configs move between backends unchanged. */
-export type LossFnName = "cross_entropy" | "importance_sampling" | "ppo";
+/**
+ * Loss function names, identical to the Tinker API's so configs move between backends unchanged: Tinker's
+ * `LossFnType` (`cispo`, `dro`: Tinker docs "Loss functions") and SkyRL's Tinker server's `gspo` (skyrl/tinker/api.py
+ * :622 @ a956457). The embedded backend implements all six; `src/algo/losses.ts` is their reference.
+ */
+export type LossFnName = "cross_entropy" | "importance_sampling" | "ppo" | "cispo" | "dro" | "gspo";
 
 /**
  * Options of a loss.
@@ -23,6 +27,10 @@ export interface LossConfig {
   klCoef?: number;
   normalization?: "tokens" | "constant" | "sum";
   constantLength?: number;
+  /** `ppo` only: dual-clip bound c > 1 (veRL `clip_ratio_c`; Ye et al. 2020); undefined = no dual clip. */
+  clipRatioC?: number;
+  /** `dro` only: the quadratic penalty β (Tinker `loss_fn_config.beta`; default 0.05). */
+  droBeta?: number;
 }
 
 /** Result of `forwardBackward`. `logprobs[i]` is `[seq-1]` for `datums[i]` (nats, current policy, pre-update). */

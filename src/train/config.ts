@@ -13,6 +13,9 @@ import { REWARD_TERMS } from "../reward/terms.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { DEFAULT_REWARD_OPTIONS, MAX_REWARD_WEIGHT, type RewardConfig as RewardSpec } from "../reward/compose.ts";
 import { DEFAULT_DETECTOR_THRESHOLDS as D } from "../reward/detectors.ts";
+import { ADVANTAGE_ESTIMATORS } from "../algo/estimators.ts";
+import { LOSS_AGG_MODES } from "../algo/losses.ts";
+import { backendAlgorithmProblem, RL_LOSS_FNS } from "../algo/policyLoss.ts";
 
 const int = (min: number, desc: string) => z.number().int().min(min).describe(desc);
 const num = (desc: string) => z.number().describe(desc);
@@ -193,11 +196,36 @@ export const RlConfig = z
     temperature: z.number().min(0).default(1).describe("Sampling temperature of rollouts."),
     maxTokensPerTurn: intIn(1, SIZE_BOUNDS.contextLength, "Sampled tokens per turn.").default(16),
     learningRate: z.number().positive().default(1e-3).describe("Adam learning rate of RL."),
-    lossFn: z.enum(["ppo", "importance_sampling"]).default("ppo").describe("Policy loss (Tinker names)."),
-    clipLow: z.number().min(0).default(0.2).describe("PPO clip: ratio ≥ 1 − clipLow."),
-    clipHigh: z.number().min(0).default(0.2).describe("PPO clip: ratio ≤ 1 + clipHigh."),
+    lossFn: z.enum(RL_LOSS_FNS).default("ppo").describe("Policy loss: ppo (clipped; Tinker/veRL vanilla), importance_sampling, cispo (clipped detached IS weight), dro (Tinker's quadratic-penalty loss), gspo (PPO clip on the sequence-level length-normalised ratio). docs/algorithms.md."),
+    clipLow: z.number().min(0).default(0.2).describe("PPO clip: ratio ≥ 1 − clipLow (veRL clip_ratio_low)."),
+    clipHigh: z.number().min(0).default(0.2).describe("PPO clip: ratio ≤ 1 + clipHigh (veRL clip_ratio_high; DAPO clip-higher uses 0.28)."),
+    clipRatioC: z.number().gt(1).optional().describe("Dual-clip PPO bound c > 1 (veRL clip_ratio_c, whose default is 3.0): for negative advantages the loss is capped at −c·A. Unset = off (ppo only)."),
+    droBeta: z.number().min(0).default(0.05).describe("dro: the quadratic penalty β on (lp − q)² (Tinker loss_fn_config.beta)."),
+    lossAggMode: z.enum(["auto", ...LOSS_AGG_MODES]).default("auto").describe("Loss aggregation (veRL loss_agg_mode): token-mean, seq-mean-token-sum, seq-mean-token-mean, seq-mean-token-sum-norm (Dr.GRPO; ÷ maxTokensPerTurn × env.maxTurns); auto = the estimator's (drgrpo: seq-mean-token-sum-norm; gspo: seq-mean-token-mean; else token-mean)."),
     klCoef: z.number().min(0).default(0).describe("k3 KL-to-reference coefficient (0 = off)."),
-    advantage: z.enum(["grpo", "drgrpo"]).default("grpo").describe("grpo: (r−mean)/std, token-mean loss; drgrpo: r−mean, constant-length loss."),
+    advantage: z.enum(ADVANTAGE_ESTIMATORS).default("grpo").describe("Advantage estimator (veRL algorithm.adv_estimator names): grpo, drgrpo, rloo, opo, grpo_passk, reinforce_plus_plus, reinforce_plus_plus_baseline, gae (needs a value head). docs/algorithms.md."),
+    gamma: z.number().min(0).max(1).default(1).describe("Discount per policy token for reinforce_plus_plus and gae (veRL algorithm.gamma)."),
+    lam: z.number().min(0).max(1).default(1).describe("GAE λ (veRL algorithm.lam)."),
+    turnRewards: z
+      .object({
+        toolError: z.number().min(-MAX_REWARD_WEIGHT).max(MAX_REWARD_WEIGHT).default(0).describe("Step reward of a turn whose tool call failed (e.g. -0.1)."),
+        invalidAction: z.number().min(-MAX_REWARD_WEIGHT).max(MAX_REWARD_WEIGHT).default(0).describe("Step reward of a turn with an invalid action."),
+        evidence: z.number().min(-MAX_REWARD_WEIGHT).max(MAX_REWARD_WEIGHT).default(0).describe("Step reward of the first turn that retrieved a gold answer (information gain)."),
+      })
+      .strict()
+      .default({ toolError: 0, invalidAction: 0, evidence: 0 })
+      .describe("Per-turn rewards at the end of each turn (turn-level credit; read by reinforce_plus_plus, gae and gigpo, discounted by rl.gamma)."),
+    gigpoStepWeight: z.number().min(0).default(1).describe("gigpo: ω, the weight of the step-level advantage (GiGPO step_advantage_w)."),
+    gigpoNormStd: z.boolean().default(false).describe("gigpo: divide episode and step advantages by their group std (GiGPO mode mean_std_norm; default mean_norm)."),
+    criticLearningRate: z.number().positive().default(0.01).describe("gae: Adam learning rate of the embedded value head (a linear head on the policy trunk's features)."),
+    criticUpdates: intIn(1, 1_000, "gae: value-head Adam steps per RL step, on that step's returns.").default(4),
+    cliprangeValue: z.number().positive().default(0.5).describe("gae: value clipping around the old values (veRL critic.cliprange_value)."),
+    tis: z.boolean().default(false).describe("Truncated importance sampling for the sampler/trainer logprob mismatch: the PPO ratio uses the trainer's pre-update logprobs and each token's loss is weighted by min(π_trainer/π_sampler, tisCap) (veRL rollout_is: token)."),
+    tisCap: z.number().positive().default(2).describe("TIS truncation (veRL rollout_is_threshold)."),
+    filterGroups: z.boolean().default(false).describe("DAPO dynamic sampling: drop groups whose rewards are all equal and sample more tasks until rl.tasksPerStep groups remain (veRL algorithm.filter_groups.enable)."),
+    maxGenBatches: intIn(1, 100, "DAPO dynamic sampling: most rollout batches per step (veRL filter_groups.max_num_gen_batches); the step trains on what it has after that.").default(4),
+    overlongBuffer: int(0, "DAPO overlong shaping: length penalty over the last N tokens of the episode's token budget (maxTokensPerTurn × env.maxTurns); 0 = off (veRL overlong_buffer.len).").default(0),
+    overlongPenalty: z.number().min(0).default(1).describe("DAPO overlong shaping: the penalty at the budget (veRL overlong_buffer.penalty_factor)."),
     counterfactualWorlds: intIn(0, 1_000, "RL also samples questions from this many copies of the world with permuted unknown facts (0 = the real world only).").default(8),
     ptxCoef: z.number().min(0).default(1).describe("Weight of warm-start replay (cross entropy on the known-fact demonstrations) in each update; 0 = off (PPO-ptx, InstructGPT §3.5)."),
     ptxBatchSize: intIn(1, SIZE_BOUNDS.batch, "Demonstrations replayed per update when ptxCoef > 0.").default(16),
@@ -209,6 +237,14 @@ export const RlConfig = z
   .strict()
   // Each bound alone allows 2^28 episodes a step; the product is what a step holds in memory.
   .superRefine((r, ctx) => {
+    const turnLevel = ["reinforce_plus_plus", "gae", "gigpo"];
+    const t = r.turnRewards;
+    if ((t.toolError !== 0 || t.invalidAction !== 0 || t.evidence !== 0) && !turnLevel.includes(r.advantage)) {
+      ctx.addIssue({ code: "custom", path: ["turnRewards"], message: `per-turn rewards need a turn-level estimator (rl.advantage ${turnLevel.join(", ")}), not "${r.advantage}"` });
+    }
+    if (r.clipRatioC !== undefined && r.lossFn !== "ppo") {
+      ctx.addIssue({ code: "custom", path: ["clipRatioC"], message: `dual clip applies to rl.lossFn "ppo" only (veRL vanilla), not "${r.lossFn}"; unset it` });
+    }
     const episodes = r.tasksPerStep * r.groupSize;
     if (episodes > MAX_EPISODES_PER_STEP) {
       const message = `rl.tasksPerStep × rl.groupSize = ${r.tasksPerStep} × ${r.groupSize} = ${episodes} episodes per RL step; at most ${MAX_EPISODES_PER_STEP}`;
@@ -340,7 +376,16 @@ export const ExperimentConfig = z
     detectors: DetectorsConfig.default(DetectorsConfig.parse({})),
     lab: LabConfig.default(LabConfig.parse({})),
   })
-  .strict();
+  .strict()
+  // The algorithm must exist on the backend (src/algo/policyLoss.ts): e.g. a Tinker server has no value head for gae.
+  .superRefine((c, ctx) => {
+    const problem = backendAlgorithmProblem(c.policy.backend, c.rl);
+    if (problem) ctx.addIssue({ code: "custom", path: ["rl", problem.field], message: `${problem.message} (policy.backend ${c.policy.backend})` });
+    const budget = c.rl.maxTokensPerTurn * c.env.maxTurns;
+    if (c.rl.overlongBuffer > budget) {
+      ctx.addIssue({ code: "custom", path: ["rl", "overlongBuffer"], message: `expected at most the episode's token budget rl.maxTokensPerTurn × env.maxTurns = ${budget} (veRL asserts max_resp_len ≥ overlong_buffer.len), got ${c.rl.overlongBuffer}` });
+    }
+  });
 
 /** The resolved experiment config (every field present). */
 export type ExperimentConfig = z.infer<typeof ExperimentConfig>;

@@ -6,8 +6,13 @@
  */
 import type { Datum, Metrics, Task, Trajectory, TrajectoryGroup } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
-import { grpoAdvantages } from "../algo/advantages.ts";
+import { applyOverlongShaping, informativeGroups } from "../algo/dapo.ts";
 import { assertTrajectory, trajectoryToDatum } from "../algo/datum.ts";
+import { estimateAdvantages, ESTIMATORS, type EstimatorTrajectory } from "../algo/estimators.ts";
+import { aggregationPlan, tisWeights } from "../algo/losses.ts";
+import { backendLossOf, lossAggModeOf } from "../algo/policyLoss.ts";
+import { hasTurnRewards, perTurnAdvantage, tokenRewardsFromTurns, turnAnchors, turnRewards, turnSpans } from "../algo/turns.ts";
+import { embeddedCritic, type HiddenStateSource } from "../policy/embedded/value.ts";
 import { rewardGroups } from "../reward/compose.ts";
 import { hackingMetrics, referenceKl } from "../reward/detectors.ts";
 import type { Judge } from "../reward/types.ts";
@@ -41,6 +46,16 @@ export interface RlContext {
   /** Stop conditions of a turn (the env protocol's, `protocolStops(tokenizer, protocol.stops)`); default Search-R1's. */
   stops?: { stop: number[]; stopStrings: string[] };
   /**
+   * DAPO dynamic sampling (`rl.filterGroups`): `n` more tasks for the next rollout batch of a step whose informative
+   * groups are too few. Default: the step's own tasks again (new sampling seed).
+   */
+  moreTasks?: (n: number) => Task[];
+  /**
+   * Critic values V(s_t) of each datum's targets `[batch][seq-1]` (reward units) under the current value head, for
+   * `rl.advantage: gae`; and the critic's update on the returns. Present only for backends with a value head.
+   */
+  critic?: CriticHooks;
+  /**
    * Called for each optimizer step of the update that was skipped because its loss or gradient norm was NaN/Inf
    * (its gradients discarded, weights and Adam state untouched), with what was not finite (e.g. `loss NaN`).
    */
@@ -55,6 +70,37 @@ export function ptxDatums(batch: readonly Datum[], coef: number): Datum[] {
   const total = batch.reduce((a, d) => a + d.weights.reduce((x, y) => x + y, 0), 0);
   const scale = total > 0 ? (coef * batch.length) / total : 0;
   return batch.map((d) => ({ ...d, weights: d.weights.map((w) => w * scale) }));
+}
+
+/** What `gae` needs from a backend with a value head. */
+export interface CriticHooks {
+  /** V(s_t) for every target position `[batch][seq-1]` (reward units), pre-update. */
+  values(datums: Datum[]): Promise<number[][]>;
+  /**
+   * One critic update on `returns` `[batch][seq-1]` with the old values for clipping; returns its metrics
+   * (`vf_loss`, `vf_clipfrac`, …).
+   */
+  update(datums: Datum[], returns: number[][], oldValues: number[][]): Promise<Metrics>;
+}
+
+/** The value head of each backend that has one (made at the first `gae` step; lives as long as the backend). */
+const critics = new WeakMap<object, CriticHooks>();
+
+/**
+ * The critic of a step: the context's, else an embedded value head over the backend's trunk (`value.ts`) when the
+ * backend exposes `hiddenStates`, else undefined.
+ */
+export function criticOf(ctx: Pick<RlContext, "critic" | "backend" | "config">): CriticHooks | undefined {
+  if (ctx.critic) return ctx.critic;
+  const b = ctx.backend as Partial<HiddenStateSource> & object;
+  if (typeof b.hiddenStates !== "function" || !b.config) return undefined;
+  let c = critics.get(b);
+  if (!c) {
+    const rl = ctx.config.rl;
+    c = embeddedCritic(b as HiddenStateSource, { learningRate: rl.criticLearningRate, cliprange: rl.cliprangeValue, updates: rl.criticUpdates });
+    critics.set(b, c);
+  }
+  return c;
 }
 
 /** Result of one RL step: per-step metrics (deterministic) and the step's groups (for samples). */
@@ -98,33 +144,124 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
 
   // 2. Reward: every term kept on the trajectory; each group is the context of its members (OTC's estimate).
   await rewardGroups(groups, rewardConfigOf(config), ctx.judge);
-
-  // 3. Advantage: group-relative (GRPO), or mean-centred only (Dr.GRPO).
-  const datums: Datum[] = [];
-  const advantages: number[] = [];
-  const sampledMasks: number[][] = [];
-  for (const g of groups) {
-    const adv = grpoAdvantages(
-      g.trajectories.map((t) => t.reward!.total),
-      { normalizeStd: rl.advantage === "grpo" },
-    );
-    g.trajectories.forEach((traj, i) => {
-      assertTrajectory(traj);
-      advantages.push(adv[i]);
-      sampledMasks.push(traj.lossMask.slice(1));
-      datums.push(trajectoryToDatum(traj, adv[i], { trainObservations: !rl.maskObservations }));
-    });
+  const budget = rl.maxTokensPerTurn * config.env.maxTurns;
+  if (rl.overlongBuffer > 0) applyOverlongShaping(groups, budget, rl.overlongBuffer, rl.overlongPenalty);
+  const dapo: Metrics = {};
+  let trainGroups = groups;
+  if (rl.filterGroups) {
+    // DAPO dynamic sampling: keep groups whose rewards differ; roll out more tasks until tasksPerStep groups remain
+    // or rl.maxGenBatches batches were sampled. Metrics stay those of the first batch (what a plain step sees).
+    trainGroups = informativeGroups(groups);
+    let batches = 1;
+    while (trainGroups.length < tasks.length && batches < rl.maxGenBatches) {
+      const need = tasks.length - trainGroups.length;
+      const more = ctx.moreTasks?.(need) ?? tasks;
+      const extra = await rolloutBatch(more, ctx.makeEnv, agent, tokenizer, ctx.limits, {
+        groupSize: rl.groupSize,
+        seed: (seed + batches * 0x9e3779b1) >>> 0,
+        onEpisode: ctx.onEpisode,
+        episodeDeadlineMs: config.env.episodeDeadlineMs,
+        lanes: config.env.lanes,
+        minGroupSize: 2,
+      });
+      await rewardGroups(extra.groups, rewardConfigOf(config), ctx.judge);
+      if (rl.overlongBuffer > 0) applyOverlongShaping(extra.groups, budget, rl.overlongBuffer, rl.overlongPenalty);
+      trainGroups = [...trainGroups, ...informativeGroups(extra.groups)];
+      batches++;
+    }
+    trainGroups = trainGroups.slice(0, tasks.length);
+    dapo["train/gen_batches"] = batches;
+    dapo["train/kept_groups"] = trainGroups.length;
   }
-  if (!rl.maskObservations) {
+
+  // 3. Advantage: the `rl.advantage` estimator (src/algo/estimators.ts) over the step's groups.
+  const est = ESTIMATORS[rl.advantage];
+  const datums: Datum[] = [];
+  const advantages: number[] = []; // per datum: its scalar advantage, or (token estimators) its largest |A_t|
+  const sampledMasks: number[][] = [];
+  const estGroups: EstimatorTrajectory[][] = [];
+  const spans: number[][][] = [];
+  const withTurnRewards = hasTurnRewards(rl.turnRewards);
+  for (const g of trainGroups) {
+    estGroups.push(
+      g.trajectories.map((traj) => {
+        assertTrajectory(traj);
+        const d = trajectoryToDatum(traj, 0, { trainObservations: !rl.maskObservations });
+        sampledMasks.push(traj.lossMask.slice(1));
+        datums.push(d);
+        const t: EstimatorTrajectory = { reward: traj.reward!.total, mask: d.weights };
+        const s = turnSpans(traj);
+        spans.push(s);
+        if (withTurnRewards || rl.advantage === "gigpo") {
+          // Turn-level credit (src/algo/turns.ts): step rewards at each turn's end, GiGPO's anchors.
+          const tr = withTurnRewards ? turnRewards(traj, rl.turnRewards) : traj.turns.map(() => 0);
+          if (withTurnRewards) {
+            traj.reward!.turnRewards = tr;
+            t.tokenRewards = tokenRewardsFromTurns(s, tr, traj.reward!.total, d.weights.length);
+          }
+          t.turns = { spans: s, rewards: tr, anchors: turnAnchors(traj) };
+        }
+        return t;
+      }),
+    );
+  }
+  // DAPO's filter can leave nothing to train on (every group all-equal after rl.maxGenBatches batches).
+  const needCurrent = (!rl.maskObservations || rl.tis) && datums.length > 0;
+  let oldValues: number[][] | undefined;
+  const critic = est.needsValues ? criticOf(ctx) : undefined;
+  if (est.needsValues && datums.length > 0) {
+    if (!critic) throw new Error('rl.advantage "gae": this backend has no value head (policy.backend embedded has one)');
+    oldValues = await critic.values(datums);
+    let k = 0;
+    estGroups.forEach((g) => g.forEach((t) => (t.values = oldValues![k++])));
+  }
+  const estimated = estimateAdvantages(rl.advantage, estGroups, { gamma: rl.gamma, lam: rl.lam, gigpoStepWeight: rl.gigpoStepWeight, gigpoNormStd: rl.gigpoNormStd });
+  {
+    let k = 0;
+    estimated.tokens.forEach((g, gi) =>
+      g.forEach((tok, i) => {
+        // What each turn was credited, kept on the trajectory's reward (and so in the run's samples).
+        trainGroups[gi].trajectories[i].reward!.turnAdvantages = perTurnAdvantage(tok, spans[k]);
+        const d = datums[k++];
+        d.advantages = tok;
+        advantages.push(estimated.scalars ? estimated.scalars[gi][i] : tok.reduce((a, x) => Math.max(a, Math.abs(x)), 0));
+      }),
+    );
+  }
+  const tis: Metrics = {};
+  if (needCurrent) {
     // Observation tokens were never sampled, so they have no sampler logprob: use the current (pre-update) policy's,
-    // as veRL recomputes old_log_prob with the actor. Sampled tokens keep the sampler's.
+    // as veRL recomputes old_log_prob with the actor. Sampled tokens keep the sampler's — unless TIS, where the
+    // trainer's logprob is the PPO "old" policy and min(π_trainer/π_sampler, tisCap) weights the token's loss.
     const current = await backend.computeLogprobs(datums);
+    let wSum = 0;
+    let truncated = 0;
+    let diff = 0;
+    let n = 0;
     datums.forEach((d, b) => {
-      d.logprobs = d.logprobs!.map((lp, i) => (sampledMasks[b][i] === 1 ? lp : d.weights[i] === 1 ? current[b][i] : 0));
+      const q = d.logprobs!;
+      if (rl.tis) {
+        const w = tisWeights(current[b], q, sampledMasks[b], rl.tisCap);
+        w.forEach((x, i) => {
+          if (sampledMasks[b][i] !== 1) return;
+          const raw = Math.exp(current[b][i] - q[i]);
+          wSum += x;
+          truncated += raw > rl.tisCap ? 1 : 0;
+          diff += Math.abs(current[b][i] - q[i]);
+          n++;
+        });
+        d.advantages = d.advantages!.map((a, i) => (sampledMasks[b][i] === 1 ? a * w[i] : a));
+      }
+      d.logprobs = q.map((lp, i) => (sampledMasks[b][i] === 1 && !rl.tis ? lp : d.weights[i] === 1 ? current[b][i] : 0));
     });
+    if (rl.tis && n > 0) {
+      tis["tis/weight_mean"] = wSum / n;
+      tis["tis/truncated_fraction"] = truncated / n;
+      tis["tis/abs_logprob_diff"] = diff / n;
+    }
   }
   const monitor: Metrics = {};
-  if (ctx.reference) {
+  if (ctx.reference && datums.length > 0) {
     // The KL term needs every datum; the monitor alone reads the first two episodes of each group (a quarter of
     // the default batch), since a forward over the whole batch costs as much as half an update.
     const picked = rl.klCoef > 0 ? datums.map((_, i) => i) : datums.map((_, i) => i).filter((i) => i % rl.groupSize < 2);
@@ -135,18 +272,28 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
   const t2 = performance.now();
 
   // 4. Update: split the batch into minibatches; the first is on-policy, later ones are clipped by PPO.
+  const loss = backendLossOf(rl);
+  const aggMode = lossAggModeOf(rl);
   const lossConfig: LossConfig = {
-    clipLow: rl.clipLow,
-    clipHigh: rl.clipHigh,
+    ...loss.config,
     klCoef: rl.klCoef,
-    normalization: rl.advantage === "drgrpo" ? "constant" : "tokens",
-    constantLength: rl.maxTokensPerTurn * config.env.maxTurns,
+    normalization: aggMode === "seq-mean-token-sum-norm" ? "constant" : "tokens",
+    constantLength: budget,
   };
   const update: Metrics[] = [];
-  const informative = datums.filter((_, i) => advantages[i] !== 0); // zero-advantage datums carry no gradient
+  const informativeIdx = datums.map((_, i) => i).filter((i) => advantages[i] !== 0); // zero-advantage datums carry no gradient
+  const informative = informativeIdx.map((i) => datums[i]);
   const mbSize = Math.ceil(informative.length / rl.minibatches);
   for (let start = 0; start < informative.length; start += mbSize) {
-    const fb = await backend.forwardBackward(informative.slice(start, start + mbSize), rl.lossFn, lossConfig);
+    let mb = informative.slice(start, start + mbSize);
+    let mbConfig = lossConfig;
+    if (aggMode === "seq-mean-token-sum" || aggMode === "seq-mean-token-mean") {
+      // Per-sequence means as per-token weights over a constant divisor (aggregationPlan), per minibatch as veRL.
+      const plan = aggregationPlan(mb.map((d) => d.weights), aggMode);
+      mb = mb.map((d, i) => ({ ...d, weights: plan.weights[i] }));
+      mbConfig = { ...lossConfig, normalization: plan.normalization, constantLength: plan.constantLength };
+    }
+    const fb = await backend.forwardBackward(mb, loss.lossFn, mbConfig);
     const ptx: Metrics = {};
     if (ctx.replay && rl.ptxCoef > 0) {
       const batch = Array.from({ length: rl.ptxBatchSize }, () => ctx.replay!.datums[ctx.replay!.next()]);
@@ -168,6 +315,11 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     }
     update.push({ loss: fb.loss, ...fb.metrics, ...ptx, ...opt });
   }
+  if (critic && datums.length > 0) {
+    // The critic regresses the GAE returns of the whole batch (veRL update_critic), clipped around the old values.
+    const vf = await critic.update(datums, estimated.returns!.flat(), oldValues!);
+    for (const [k, v] of Object.entries(vf)) update.push({ [k]: v });
+  }
   const t3 = performance.now();
 
   const trajectories = groups.flatMap((g) => g.trajectories);
@@ -175,12 +327,14 @@ export async function rlStep(ctx: RlContext, tasks: readonly Task[], seed: numbe
     ...episodeMetrics(trajectories),
     ...hackingMetrics(trajectories),
     ...monitor,
+    ...tis,
+    ...dapo,
     ...termMeans(trajectories),
     "reward/std_within_group": mean(groups.map((g) => std(g.trajectories.map((t) => t.reward!.total)))),
-    "train/informative_fraction": informative.length / datums.length,
+    "train/informative_fraction": datums.length === 0 ? 0 : informative.length / datums.length,
     ...rolloutMetrics(rollout),
   };
-  for (const key of ["loss", "kl", "entropy", "clip_fraction", "grad_norm", "ratio_mean", "ptx_loss"]) {
+  for (const key of ["loss", "kl", "entropy", "clip_fraction", "clip_fraction_lower", "grad_norm", "ratio_mean", "ptx_loss", "vf_loss", "vf_clipfrac", "vf_explained_var"]) {
     const vals = update.map((m) => m[key]).filter((v) => v !== undefined);
     if (vals.length > 0) metrics[`train/${key}`] = mean(vals);
   }

@@ -27,6 +27,7 @@ import {
 } from "./gpt.ts";
 import { blockUntilReady, jit, numpy as np, tree } from "./jax.ts";
 import {
+  makeHiddenProgram,
   makeLogprobProgram,
   makeTrainProgram,
   STAT,
@@ -70,7 +71,7 @@ export type SamplerEngine = "jax" | "onnx";
 /** Every `SamplerEngine`, for validation messages. */
 export const SAMPLER_ENGINES: readonly SamplerEngine[] = ["jax", "onnx"];
 
-const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo"];
+const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo"];
 
 /** The next power of two ≥ n (n ≥ 1). */
 export function nextPow2(n: number): number {
@@ -166,9 +167,10 @@ export class EmbeddedBackend implements TrainingBackend {
    * Forward + backward on a batch; adds the gradients of the aggregated loss to the accumulator.
    * @param datums `[batch]`, each with arrays `[seq-1]`, 1 ≤ seq-1 ≤ contextLength
    * @returns loss (nats per normalisation unit), metrics (`tokens`, `entropy` nats, `kl`, `ratio_mean`,
-   *   `clip_fraction`) and the pre-update logprobs `[batch][seq-1]` (nats)
-   * @throws Error on an empty batch, a malformed datum, missing sampler logprobs/advantages for RL losses, or
-   *   `normalization: "constant"` without `constantLength`
+   *   `clip_fraction` for ppo / gspo / cispo, `clip_fraction_lower` with dual clip) and the pre-update logprobs
+   *   `[batch][seq-1]` (nats)
+   * @throws Error on an empty batch, a malformed datum, missing sampler logprobs/advantages for RL losses,
+   *   `normalization: "constant"` without `constantLength`, or `clipRatioC` ≤ 1
    */
   async forwardBackward(datums: Datum[], lossFn: LossFnName, config: LossConfig = {}): Promise<ForwardBackwardResult> {
     this.checkAlive();
@@ -201,8 +203,10 @@ export class EmbeddedBackend implements TrainingBackend {
     } else {
       invDenom = wTotal > 0 ? 1 / wTotal : 0;
     }
-    const hp = [config.clipLow ?? 0.2, config.clipHigh ?? 0.2, klCoef, invDenom];
-    const program = makeTrainProgram({ lossFn, useKl, nHeads: this.config.nHeads });
+    const dualClip = lossFn === "ppo" && config.clipRatioC !== undefined;
+    if (dualClip && !(config.clipRatioC! > 1)) throw new Error(`clipRatioC must be > 1 (dual-clip PPO), got ${config.clipRatioC}`);
+    const hp = [config.clipLow ?? 0.2, config.clipHigh ?? 0.2, klCoef, invDenom, config.clipRatioC ?? 0, config.droBeta ?? 0.05];
+    const program = makeTrainProgram({ lossFn, useKl, nHeads: this.config.nHeads, dualClip });
 
     const logprobs: number[][] = new Array(datums.length);
     const stats = new Float64Array(STAT_COUNT);
@@ -232,7 +236,8 @@ export class EmbeddedBackend implements TrainingBackend {
     };
     if (useKl || hasQ) metrics.kl = mean(stats[STAT.kl]);
     if (hasQ) metrics.ratio_mean = mean(stats[STAT.ratio]);
-    if (lossFn === "ppo") metrics.clip_fraction = mean(stats[STAT.clipped]);
+    if (lossFn === "ppo" || lossFn === "cispo" || lossFn === "gspo") metrics.clip_fraction = mean(stats[STAT.clipped]);
+    if (dualClip) metrics.clip_fraction_lower = mean(stats[STAT.clippedLower]);
     return { loss, metrics, logprobs };
   }
 
@@ -253,6 +258,30 @@ export class EmbeddedBackend implements TrainingBackend {
         np.array(targets, { shape: [rows, T], dtype: np.int32 }),
       );
       this.unpackLogprobs(await lp.data(), datums, chunk, out);
+    }
+    return out;
+  }
+
+  /**
+   * The trunk's final hidden states (after the last LayerNorm, what the LM head reads) at every input position, no
+   * gradient: the features of the `gae` value head (`value.ts`). Row t is the state after `modelInput[0..t]`, i.e.
+   * before target t.
+   * @returns per datum `[seq-1][dModel]`, flattened row-major (Float32Array of (seq-1)·dModel)
+   * @throws Error on a malformed datum
+   */
+  async hiddenStates(datums: Datum[]): Promise<Float32Array[]> {
+    this.checkAlive();
+    this.validate(datums);
+    const prog = makeHiddenProgram(this.config.nHeads);
+    const D = this.config.dModel;
+    const out: Float32Array[] = new Array(datums.length);
+    for (const chunk of this.chunks(datums)) {
+      const { T, x0 } = this.packTokens(datums, chunk);
+      const h = (await prog(tree.ref(this.params), x0, this.bias(T)).data()) as Float32Array;
+      chunk.ids.forEach((di, r) => {
+        const n = datums[di].modelInput.length;
+        out[di] = h.slice(r * T * D, (r * T + n) * D);
+      });
     }
     return out;
   }

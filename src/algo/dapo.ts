@@ -1,0 +1,62 @@
+/**
+ * DAPO's data-side pieces (Yu et al. 2025, "DAPO", arXiv 2503.14476 §3.2 dynamic sampling, §3.4 overlong reward
+ * shaping), as veRL implements them (volcengine/verl @ b178a3cd56f58b2d502255daba591e92833930a7:
+ * `verl/workers/reward_manager/dapo.py:112-125` overlong buffer; docs/algo/dapo.md "Dynamic Sampling" for
+ * `algorithm.filter_groups`). The clip-higher part is `rl.clipHigh`; the token-level loss is `rl.lossAggMode`.
+ */
+import type { Trajectory, TrajectoryGroup } from "../core/types.ts";
+
+/**
+ * DAPO's soft overlong penalty (veRL `DAPORewardManager`, dapo.py:116-122): with `expected = maxLength − buffer`,
+ * `penalty = min(−(length − expected)/buffer · factor, 0)`: 0 up to `expected`, falling linearly to `−factor` at
+ * `maxLength` (and below it past the budget).
+ * @param length the response's length (tokens; here the episode's sampled tokens)
+ * @param maxLength the response budget (tokens; veRL `max_resp_len`)
+ * @param buffer the buffer (tokens, > 0, ≤ maxLength; veRL `overlong_buffer.len`)
+ * @param factor the penalty at the budget (veRL `penalty_factor`)
+ * @returns the penalty (≤ 0, reward units)
+ * @throws Error when buffer is not in (0, maxLength]
+ */
+export function overlongPenalty(length: number, maxLength: number, buffer: number, factor: number): number {
+  if (!(buffer > 0 && buffer <= maxLength)) throw new Error(`overlongPenalty: buffer ${buffer} must be in (0, maxLength ${maxLength}] (veRL asserts max_resp_len ≥ overlong_buffer.len)`);
+  const expected = maxLength - buffer;
+  return Math.min((-(length - expected) / buffer) * factor, 0);
+}
+
+/** Sampled (policy) tokens of a trajectory (tokens). */
+export function sampledLength(traj: Trajectory): number {
+  return traj.lossMask.reduce((a, m) => a + m, 0);
+}
+
+/**
+ * Adds DAPO's overlong penalty to every rewarded trajectory of `groups` as the reward term `overlong` (weight 1),
+ * and to its total. Mutates the trajectories' `reward`.
+ * @throws Error when a trajectory has no reward yet, or on an invalid buffer
+ */
+export function applyOverlongShaping(groups: readonly TrajectoryGroup[], maxLength: number, buffer: number, factor: number): void {
+  for (const g of groups) {
+    for (const t of g.trajectories) {
+      if (!t.reward) throw new Error(`applyOverlongShaping: trajectory ${t.task.id} has no reward yet`);
+      const len = sampledLength(t);
+      const p = overlongPenalty(len, maxLength, buffer, factor);
+      t.reward.terms.push({ name: "overlong", value: p, weight: 1, explanation: `DAPO overlong shaping: ${len} sampled tokens, budget ${maxLength}, buffer ${buffer}` });
+      t.reward.total += p;
+    }
+  }
+}
+
+/**
+ * DAPO dynamic sampling's filter (veRL `algorithm.filter_groups` with metric = the total reward): a group is kept
+ * when its members' rewards are not all equal (an all-equal group has zero group-relative advantage everywhere).
+ * @returns the groups whose total rewards differ, in order
+ * @throws Error when a trajectory has no reward
+ */
+export function informativeGroups(groups: readonly TrajectoryGroup[]): TrajectoryGroup[] {
+  return groups.filter((g) => {
+    const r = g.trajectories.map((t) => {
+      if (!t.reward) throw new Error(`informativeGroups: trajectory ${t.task.id} has no reward`);
+      return t.reward.total;
+    });
+    return r.some((x) => x !== r[0]);
+  });
+}

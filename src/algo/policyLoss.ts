@@ -1,0 +1,130 @@
+/**
+ * `rl.lossFn` → what a backend is asked for: the embedded backend's loss name and options, or a Tinker server's
+ * loss name and `loss_fn_config` — or a config error naming what that server offers. Sources: veRL
+ * `actor.policy_loss.loss_mode` (verl/trainer/ppo/core_algos.py @ b178a3c: `vanilla` :1159, `gspo` :1253, `cispo`
+ * :1721), Tinker docs "Loss functions" (`ppo`, `importance_sampling`, `cispo`, `dro`), and each Tinker-API server's
+ * loss list (`TINKER_SERVER_LOSSES`).
+ */
+import type { LossConfig, LossFnName } from "../policy/types.ts";
+import type { TinkerServerFamily } from "../policy/tinker/families.ts";
+import type { AdvantageEstimatorName } from "./estimators.ts";
+import type { LossAggMode } from "./losses.ts";
+
+/** Every `rl.lossFn`: the Tinker API's RL loss names (`gspo`: SkyRL's Tinker server, veRL `loss_mode: gspo`). */
+export const RL_LOSS_FNS = ["ppo", "importance_sampling", "cispo", "dro", "gspo"] as const satisfies readonly LossFnName[];
+/** A name in `RL_LOSS_FNS`. */
+export type RlLossFn = (typeof RL_LOSS_FNS)[number];
+
+/** The `rl` fields the loss reads (a subset of `RlConfig`). */
+export interface RlLossFields {
+  lossFn: RlLossFn;
+  clipLow: number;
+  clipHigh: number;
+  clipRatioC?: number;
+  droBeta: number;
+  lossAggMode: LossAggMode | "auto";
+  advantage: AdvantageEstimatorName;
+}
+
+/**
+ * The backend loss of `rl.lossFn` and its options (`clipRatioC`, dual clip, only with `ppo`; `droBeta` with `dro`).
+ * @throws Error `rl.clipRatioC: …` when set with a loss other than ppo
+ */
+export function backendLossOf(rl: RlLossFields): { lossFn: LossFnName; config: Pick<LossConfig, "clipLow" | "clipHigh" | "clipRatioC" | "droBeta"> } {
+  if (rl.clipRatioC !== undefined && rl.lossFn !== "ppo") {
+    throw new Error(`rl.clipRatioC: dual clip applies to rl.lossFn "ppo" only (veRL vanilla), not "${rl.lossFn}"; unset it`);
+  }
+  const base = { clipLow: rl.clipLow, clipHigh: rl.clipHigh };
+  switch (rl.lossFn) {
+    case "dro":
+      return { lossFn: "dro", config: { ...base, droBeta: rl.droBeta } };
+    case "ppo":
+      return { lossFn: "ppo", config: rl.clipRatioC === undefined ? base : { ...base, clipRatioC: rl.clipRatioC } };
+    default:
+      return { lossFn: rl.lossFn, config: base };
+  }
+}
+
+/**
+ * The aggregation `rl.lossAggMode` resolves to: an explicit mode as given; `auto` is `seq-mean-token-mean` for gspo
+ * (veRL's `compute_policy_loss_gspo` forces it, core_algos.py:1311-1314), `seq-mean-token-sum-norm` for drgrpo
+ * (Dr.GRPO; this repository's drgrpo always meant it), else `token-mean` (veRL's default `loss_agg_mode`).
+ */
+export function lossAggModeOf(rl: Pick<RlLossFields, "lossAggMode" | "lossFn" | "advantage">): LossAggMode {
+  if (rl.lossAggMode !== "auto") return rl.lossAggMode;
+  if (rl.lossFn === "gspo") return "seq-mean-token-mean";
+  if (rl.advantage === "drgrpo") return "seq-mean-token-sum-norm";
+  return "token-mean";
+}
+
+/** The RL losses each Tinker-API server takes, from its source (file:line @ commit). */
+export const TINKER_SERVER_LOSSES: Record<TinkerServerFamily, { losses: readonly string[]; source: string }> = {
+  tinker: { losses: ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro"], source: "Tinker docs, Loss functions (tinker 0.25 LossFnType)" },
+  skyrl: { losses: ["cross_entropy", "importance_sampling", "ppo", "gspo", "cispo", "ppo_critic", "dppo"], source: "NovaSky-AI/SkyRL @ a9564572eb8e91076be43c1bd5e4615e3de17265 skyrl/tinker/api.py:610-622" },
+  tuft: { losses: ["cispo", "cross_entropy", "dro", "importance_sampling", "ppo"], source: "agentscope-ai/TuFT @ 102eefd4cf8fb0241ba656d14df4928f0b2c0c9e src/tuft/loss_fn/__init__.py:19-25" },
+  "verl-tinker": { losses: ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "custom_from_config"], source: "verl-project/verl-recipe @ 48ea0a797fa29867ea0ad92aff7d284eec7d4be3 verl_tinker/src/verl_tinker/schemas.py:43-50, tinker_ops.py:66-95" },
+  arl: { losses: ["cross_entropy", "importance_sampling", "ppo"], source: "src/policy/tinker/wire.ts LossFn (arl serve trainer)" },
+  unknown: { losses: ["cross_entropy", "importance_sampling", "ppo"], source: "the three losses every server above implements" },
+};
+
+/** A Tinker `forward_backward` loss: name and `loss_fn_config`. */
+export interface TinkerLoss {
+  lossFn: string;
+  lossFnConfig?: Record<string, number>;
+}
+
+/**
+ * The Tinker loss for `rl` on a server of `family`. Clip bounds always go in `loss_fn_config` as absolute ratios
+ * (`clip_low_threshold = 1 − clipLow`): the servers' own cispo defaults differ (TuFT 0.9/1.1, verl-tinker 0/4).
+ * `dro` sends `beta` (verl-tinker requires it; TuFT defaults to 0.01).
+ * @throws Error naming the field and what the server offers when it has no such loss (`gspo` outside SkyRL; dual
+ *   clip, which no server's `ppo` has)
+ */
+export function tinkerLossFor(rl: RlLossFields, family: TinkerServerFamily): TinkerLoss {
+  const offered = TINKER_SERVER_LOSSES[family];
+  const offers = `this ${family} server offers ${offered.losses.join(", ")} (${offered.source})`;
+  if (rl.clipRatioC !== undefined) {
+    throw new Error(`rl.clipRatioC: no Tinker-API server's ppo has a dual clip; unset it or use policy.backend embedded; ${offers}`);
+  }
+  const clip = { clip_low_threshold: 1 - rl.clipLow, clip_high_threshold: 1 + rl.clipHigh };
+  const pick = (lossFn: string, lossFnConfig?: Record<string, number>): TinkerLoss => {
+    if (!offered.losses.includes(lossFn)) throw new Error(`rl.lossFn: "${rl.lossFn}" needs the server loss "${lossFn}"; ${offers}`);
+    return lossFnConfig ? { lossFn, lossFnConfig } : { lossFn };
+  };
+  switch (rl.lossFn) {
+    case "ppo":
+      return pick("ppo", clip);
+    case "importance_sampling":
+      return pick("importance_sampling");
+    case "cispo":
+      return pick("cispo", clip);
+    case "gspo":
+      return pick("gspo", clip);
+    case "dro":
+      return pick("dro", { beta: rl.droBeta });
+  }
+}
+
+/** What the Tinker client of this repository sends today (src/policy/tinker/backend.ts forwardBackward). */
+export const TINKER_CLIENT_SENDS: readonly RlLossFn[] = ["ppo", "importance_sampling"];
+
+/**
+ * Why a config's algorithm cannot run on its backend (the `rl` field and the reason), or undefined. Tinker: the loss
+ * must be one the client sends (`TINKER_CLIENT_SENDS`; the others map to a server loss by `tinkerLossFor`, but the
+ * client does not yet send their `loss_fn_config`), no dual clip, no `gae` (a value head lives in the embedded GPT).
+ */
+export function backendAlgorithmProblem(backend: "embedded" | "tinker", rl: RlLossFields): { field: string; message: string } | undefined {
+  if (backend !== "tinker") return undefined;
+  if (rl.advantage === "gae") {
+    return { field: "advantage", message: '"gae" needs a value head, which only policy.backend embedded has; with tinker use grpo, drgrpo, rloo, opo, grpo_passk, reinforce_plus_plus or reinforce_plus_plus_baseline' };
+  }
+  if (rl.clipRatioC !== undefined) return { field: "clipRatioC", message: "no Tinker-API server's ppo has a dual clip; unset it or use policy.backend embedded" };
+  if (!TINKER_CLIENT_SENDS.includes(rl.lossFn)) {
+    const servers = Object.entries(TINKER_SERVER_LOSSES).filter(([, v]) => v.losses.includes(rl.lossFn)).map(([k]) => k);
+    return {
+      field: "lossFn",
+      message: `"${rl.lossFn}" is not sent by the Tinker client yet (it sends ${TINKER_CLIENT_SENDS.join(", ")}); servers that offer it: ${servers.join(", ") || "none"}; use policy.backend embedded`,
+    };
+  }
+  return undefined;
+}
