@@ -26,7 +26,7 @@ import { dryRun, evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow 
 import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
 import { consoleReporter, formatTrajectory, labTable, recipeTable, summaryTable } from "./format.ts";
-import { BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../lab/designs.ts";
+import { ALGORITHM_DESIGNS, BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../lab/designs.ts";
 import { QUICK_LAB_OVERRIDES, runLab } from "../lab/lab.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { TERM_LIST } from "../reward/terms.ts";
@@ -39,6 +39,7 @@ import { envNameOf, withRecipeDefaults } from "../run/train.ts";
 import { dryRunRecipe, evalRecipeRow, policyAgent, recipeContext, recipeEvalTasks, recipeSetup, runRecipeExperiment, type RecipeRow } from "../train/recipeRun.ts";
 import { registerExport } from "./export.ts";
 import type { AgentFunction } from "../train/agentRollouts.ts";
+import { registerView } from "./view.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
 export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
@@ -219,7 +220,7 @@ program
 program
   .command("lab")
   .description("Train several reward designs from one warm start on the same seed, data and budget; write report.html")
-  .option("--designs <list>", `comma-separated designs (built-in: ${Object.keys(BUILTIN_DESIGNS).join(", ")}; or defined under lab.define)`)
+  .option("--designs <list>", `comma-separated designs (built-in: ${Object.keys(BUILTIN_DESIGNS).join(", ")}; algorithms: ${Object.keys(ALGORITHM_DESIGNS).join(", ")}, or "algorithms" for all of them; or defined under lab.define)`)
   .option("-c, --config <file>", "YAML or JSON config (adds the lab section: designs, define, examples)")
   .option("--quick", "CI-sized lab: tiny model, 4 RL steps per design (~20 s); its presets apply over --config, dotted flags last")
   .option("--name <name>", "lab folder name under runs/ (default: lab, or lab-quick with --quick)")
@@ -231,6 +232,8 @@ program
     if (opts.list) {
       console.log("designs:");
       for (const [name, d] of Object.entries(BUILTIN_DESIGNS)) console.log(`  ${name.padEnd(20)} ${d.description}`);
+      console.log("algorithm designs (the default reward, one RL algorithm each; `--designs algorithms` runs them all):");
+      for (const [name, d] of Object.entries(ALGORITHM_DESIGNS)) console.log(`  ${name.padEnd(28)} ${d.description}`);
       console.log("presets:");
       for (const [name, p] of Object.entries(REWARD_PRESETS)) {
         console.log(`  ${name.padEnd(20)} ${Object.entries(p.weights).map(([t, w]) => `${t} ${w}`).join(", ")}`);
@@ -480,6 +483,7 @@ program
 
 registerServe(program, () => overrides);
 registerExport(program, () => overrides);
+registerView(program);
 
 try {
   const parsed = extractOverrides(process.argv.slice(2));

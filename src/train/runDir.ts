@@ -81,17 +81,32 @@ export class RunDir {
     appendFileSync(join(this.path, "timings.jsonl"), JSON.stringify({ stage, step, ...timings }) + "\n");
   }
 
-  /** Writes trajectories readably (question, turns, answer, reward) to `samples/<name>.jsonl`. */
+  /**
+   * Writes trajectories to `samples/<name>.jsonl`, one line each: readable (task, question, gold, turns, answer,
+   * reward with every term) and, for `arl view`, the task `kind`, group `member`, the env's `grade`, `toolCalls`,
+   * `invalidActions`, `truncated` and the token books — `tokens`, `lossMask`, `logprobs` (nats, rounded to 1e-5)
+   * all `[seq]`, and `promptLength` (tokens).
+   */
   writeSamples(name: string, trajectories: Trajectory[]): void {
     const lines = trajectories.map((t) =>
       JSON.stringify({
         task: t.task.id,
+        kind: t.task.kind,
         question: t.task.question,
         gold: t.task.answers,
         known: t.task.known,
-        turns: t.turns.map((turn) => ({ action: turn.actionText, observation: turn.observation })),
+        member: t.member,
+        turns: t.turns.map((turn) => ({ action: turn.actionText, observation: turn.observation, tools: turn.toolResults?.map((r) => ({ name: r.name, ok: r.ok, error: r.errorKind })) })),
         answer: t.answer,
         reward: t.reward,
+        grade: t.grade,
+        toolCalls: t.toolCalls,
+        invalidActions: t.invalidActions,
+        truncated: t.truncated,
+        promptLength: t.promptLength,
+        tokens: t.tokens,
+        lossMask: t.lossMask,
+        logprobs: t.logprobs.map((x) => Math.round(x * 1e5) / 1e5),
       }),
     );
     this.atomicWrite(join("samples", `${name}.jsonl`), lines.join("\n") + "\n");

@@ -1,0 +1,79 @@
+/**
+ * The page's data: from `arl view`'s `/api/*` (with the bearer token from the page's own `?token=`), or — in an
+ * exported file — from the payloads embedded as `window.__ARL_VIEW_DATA__`. Payloads are cached per source
+ * version, so a poll that finds a source unchanged costs one small `/api/index` request.
+ */
+import type { MetricsPayload, SamplesPayload, SourceInfo, ViewBundleData, ViewIndex } from "../types.ts";
+
+declare global {
+  interface Window {
+    __ARL_VIEW_DATA__?: ViewBundleData;
+  }
+}
+
+/** Where the page's data comes from. */
+export class ViewApi {
+  private readonly embedded: ViewBundleData | undefined = window.__ARL_VIEW_DATA__;
+  private readonly token: string | null = new URLSearchParams(location.search).get("token");
+  private readonly metricsCache = new Map<string, { version: string; value: Promise<MetricsPayload> }>();
+  private readonly samplesCache = new Map<string, { version: string; value: Promise<SamplesPayload> }>();
+  private versions = new Map<string, string>();
+
+  /** True in an exported file. */
+  get isStatic(): boolean {
+    return this.embedded !== undefined;
+  }
+
+  private async get<T>(path: string): Promise<T> {
+    const headers: Record<string, string> = this.token !== null ? { authorization: `Bearer ${this.token}` } : {};
+    const r = await fetch(path, { headers, cache: "no-store" });
+    if (!r.ok) {
+      let reason = `${r.status}`;
+      try {
+        reason = ((await r.json()) as { error?: string }).error ?? reason;
+      } catch {
+        // not JSON
+      }
+      throw new Error(`${path}: ${reason}`);
+    }
+    return (await r.json()) as T;
+  }
+
+  /** The sources now; remembers their versions (a changed version invalidates that source's cached payloads). */
+  async index(): Promise<ViewIndex> {
+    const idx = this.embedded?.index ?? (await this.get<ViewIndex>("api/index"));
+    this.versions = new Map(idx.sources.map((s: SourceInfo) => [s.id, s.version]));
+    return idx;
+  }
+
+  /** A source's metrics (cached while its version holds). */
+  metrics(id: string): Promise<MetricsPayload> {
+    if (this.embedded !== undefined) {
+      const m = this.embedded.metrics[id];
+      return m !== undefined ? Promise.resolve(m) : Promise.reject(new Error(`no metrics for ${id}`));
+    }
+    const version = this.versions.get(id) ?? "";
+    const hit = this.metricsCache.get(id);
+    if (hit !== undefined && hit.version === version) return hit.value;
+    const value = this.get<MetricsPayload>(`api/metrics?id=${encodeURIComponent(id)}`);
+    this.metricsCache.set(id, { version, value });
+    value.catch(() => this.metricsCache.delete(id));
+    return value;
+  }
+
+  /** One samples file of a source (cached while the source's version holds). */
+  samples(id: string, file: string): Promise<SamplesPayload> {
+    if (this.embedded !== undefined) {
+      const s = this.embedded.samples[id]?.[file];
+      return s !== undefined ? Promise.resolve(s) : Promise.reject(new Error(`no samples/${file}.jsonl for ${id}`));
+    }
+    const key = `${id}\u0000${file}`;
+    const version = this.versions.get(id) ?? "";
+    const hit = this.samplesCache.get(key);
+    if (hit !== undefined && hit.version === version) return hit.value;
+    const value = this.get<SamplesPayload>(`api/samples?id=${encodeURIComponent(id)}&file=${encodeURIComponent(file)}`);
+    this.samplesCache.set(key, { version, value });
+    value.catch(() => this.samplesCache.delete(key));
+    return value;
+  }
+}

@@ -1,0 +1,534 @@
+/**
+ * Reads run and lab folders exactly as they are on disk (README "A run on disk"; writers: `src/train/runDir.ts`,
+ * `src/train/experiment.ts`, `src/lab/lab.ts`) for `arl view`: `metrics.jsonl`, `detectors.jsonl`, `summary.json`,
+ * `samples/*.jsonl`, `config.yaml`, `lab.json` and a checkpoint's `tokenizer.json` (token ids → text). Files are
+ * re-read only when their size or mtime changes, and a torn last line (a run writing it right now) is skipped until
+ * it is whole, so a folder can be read while a run still trains.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { grpoAdvantages } from "../algo/advantages.ts";
+import { emCheck } from "../reward/em.ts";
+import { DEFAULT_DETECTOR_THRESHOLDS, DetectorMonitor, defaultDetectors, type DetectorThresholds } from "../reward/detectors.ts";
+import { lockHolder } from "../train/runDir.ts";
+import type {
+  DetectorFiring,
+  MetricsPayload,
+  Outcome,
+  SampleFileInfo,
+  SamplesPayload,
+  SourceInfo,
+  SourceKind,
+  ViewEpisode,
+  ViewRewardTerm,
+  ViewTokens,
+  ViewTurn,
+} from "./types.ts";
+
+/** A folder to view, before reading it. */
+export interface SourceRef {
+  id: string;
+  label: string;
+  kind: SourceKind;
+  lab?: string;
+  path: string;
+  /** Folder holding the lab's shared warm start (its `checkpoints/sft/tokenizer.json` serves the designs too). */
+  labPath?: string;
+  description?: string;
+}
+
+const isDir = (p: string): boolean => {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+};
+const isRunFolder = (p: string): boolean => ["metrics.jsonl", "config.yaml", "summary.json"].some((f) => existsSync(join(p, f)));
+const isLabFolder = (p: string): boolean => existsSync(join(p, "lab.json")) || isDir(join(p, "designs"));
+
+/** Descriptions of a lab's designs from its `lab.json` (empty while the lab runs: it is written at the end). */
+function labDescriptions(labPath: string): Record<string, string> {
+  try {
+    const lab = JSON.parse(readFileSync(join(labPath, "lab.json"), "utf8")) as { designs?: { name: string; description?: string }[] };
+    return Object.fromEntries((lab.designs ?? []).map((d) => [d.name, d.description ?? ""]));
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Finds the runs and labs to view. Each path is a run folder (`metrics.jsonl`, `config.yaml` or `summary.json`), a
+ * lab folder (`lab.json` or `designs/`: its warm start and every design), or a folder of those (e.g. `runs/`,
+ * looked into one level deep).
+ * @param paths folders (relative to the working directory or absolute)
+ * @returns the sources, ids unique (`<run>`, `<lab>`, `<lab>/<design>`)
+ * @throws Error naming a path that does not exist or holds no run or lab
+ */
+export function discoverSources(paths: readonly string[]): SourceRef[] {
+  const out: SourceRef[] = [];
+  const used = new Set<string>();
+  const unique = (id: string): string => {
+    let name = id;
+    for (let n = 2; used.has(name); n++) name = `${id}~${n}`;
+    used.add(name);
+    return name;
+  };
+  const addLab = (labPath: string): void => {
+    const labName = unique(basename(labPath));
+    const descriptions = labDescriptions(labPath);
+    if (existsSync(join(labPath, "metrics.jsonl"))) out.push({ id: labName, label: `${labName} (warm start)`, kind: "warm-start", lab: labName, path: labPath, labPath });
+    const designs = isDir(join(labPath, "designs")) ? readdirSync(join(labPath, "designs")).sort() : [];
+    for (const d of designs) {
+      const p = join(labPath, "designs", d);
+      if (!isDir(p) || !isRunFolder(p)) continue;
+      const id = unique(`${labName}/${d}`);
+      out.push({ id, label: id, kind: "design", lab: labName, path: p, labPath, description: descriptions[d] });
+    }
+  };
+  const addRun = (p: string): void => {
+    const id = unique(basename(p));
+    out.push({ id, label: id, kind: "run", path: p });
+  };
+  for (const given of paths) {
+    const p = resolve(given);
+    if (!isDir(p)) throw new Error(`arl view: ${given}: no such folder (give a run folder such as runs/default, a lab such as runs/lab, or a folder of them)`);
+    if (isLabFolder(p)) addLab(p);
+    else if (isRunFolder(p)) addRun(p);
+    else {
+      const children = readdirSync(p)
+        .sort()
+        .map((c) => join(p, c))
+        .filter(isDir);
+      const before = out.length;
+      for (const c of children) {
+        if (isLabFolder(c)) addLab(c);
+        else if (isRunFolder(c)) addRun(c);
+      }
+      if (out.length === before) throw new Error(`arl view: ${given} holds no run or lab (a run folder has metrics.jsonl or config.yaml; a lab has lab.json or designs/)`);
+    }
+  }
+  return out;
+}
+
+/** A file's text, cached by size and mtime. */
+class CachedFile {
+  private key = "";
+  private text: string | null = null;
+  constructor(readonly path: string) {}
+
+  /** `size:mtime`, or `-` when the file is missing. */
+  stamp(): string {
+    try {
+      const s = statSync(this.path);
+      return `${s.size}:${s.mtimeMs}`;
+    } catch {
+      return "-";
+    }
+  }
+
+  /** The file's text (null when missing); re-read only when its stamp changed. */
+  read(): string | null {
+    const k = this.stamp();
+    if (k !== this.key) {
+      this.key = k;
+      try {
+        this.text = readFileSync(this.path, "utf8");
+      } catch {
+        this.text = null;
+      }
+    }
+    return this.text;
+  }
+}
+
+/** Parses the complete lines of a JSON-lines text (a last line without its newline is being written: skipped). */
+export function parseJsonLines(text: string | null): Record<string, unknown>[] {
+  if (text === null || text === "") return [];
+  const lines = text.split("\n");
+  lines.pop(); // "" after the final newline, or a line still being written
+  const out: Record<string, unknown>[] = [];
+  for (const line of lines) {
+    if (line.trim() === "") continue;
+    try {
+      const v = JSON.parse(line) as unknown;
+      if (v !== null && typeof v === "object" && !Array.isArray(v)) out.push(v as Record<string, unknown>);
+    } catch {
+      // a line that is not JSON: skipped (never a crash of the viewer)
+    }
+  }
+  return out;
+}
+
+/** The fields of `config.yaml` the viewer uses. */
+interface RunSettings {
+  groupSize?: number;
+  advantage?: string;
+  samplesPerStep?: number;
+  detectors?: DetectorThresholds & { enabled: boolean };
+}
+
+/**
+ * The run's detector thresholds: `config.yaml`'s `detectors` section (the resolved config holds every field) over
+ * `DEFAULT_DETECTOR_THRESHOLDS`, rule by rule; undefined when a field has the wrong type (nothing is replayed then).
+ */
+function detectorSettings(section: Record<string, unknown> | undefined): (DetectorThresholds & { enabled: boolean }) | undefined {
+  const s = section ?? {};
+  const out: Record<string, unknown> = { enabled: s.enabled !== false };
+  for (const [k, def] of Object.entries(DEFAULT_DETECTOR_THRESHOLDS) as [string, unknown][]) {
+    const v = s[k];
+    if (typeof def === "number") {
+      if (v !== undefined && num(v) === undefined) return undefined;
+      out[k] = num(v) ?? def;
+    } else {
+      if (v !== undefined && (v === null || typeof v !== "object")) return undefined;
+      const rule: Record<string, number> = { ...(def as Record<string, number>) };
+      for (const [rk, rv] of Object.entries((v ?? {}) as Record<string, unknown>)) {
+        if (num(rv) === undefined) return undefined;
+        rule[rk] = num(rv)!;
+      }
+      out[k] = rule;
+    }
+  }
+  if (!((out.baselineSteps as number) >= 1 && (out.window as number) >= 1)) return undefined;
+  return out as unknown as DetectorThresholds & { enabled: boolean };
+}
+
+/** Sample files of a `samples/` folder: `step-<n>` by step, then `eval-<policy>` by name. */
+function sampleFiles(dir: string): SampleFileInfo[] {
+  if (!isDir(dir)) return [];
+  const out: SampleFileInfo[] = [];
+  for (const f of readdirSync(dir)) {
+    if (!f.endsWith(".jsonl")) continue;
+    const name = f.slice(0, -".jsonl".length);
+    const m = /^step-(\d+)$/.exec(name);
+    if (m) out.push({ name, type: "step", step: Number(m[1]) });
+    else if (name.startsWith("eval-")) out.push({ name, type: "eval", policy: name.slice("eval-".length) });
+  }
+  return out.sort((a, b) => (a.type !== b.type ? (a.type === "step" ? -1 : 1) : a.type === "step" ? a.step! - b.step! : a.name < b.name ? -1 : 1));
+}
+
+const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+/**
+ * One viewed folder: its files read lazily and cached. Every method reads the disk as it is now.
+ */
+export class SourceReader {
+  private readonly metricsFile: CachedFile;
+  private readonly detectorsFile: CachedFile;
+  private readonly summaryFile: CachedFile;
+  private readonly configFile: CachedFile;
+  private readonly samples = new Map<string, { file: CachedFile; key: string; payload: SamplesPayload }>();
+  private metricsCache: { key: string; payload: MetricsPayload; steps: Record<string, number[]> } | null = null;
+  private vocab: { key: string; pieces: string[] | null } | null = null;
+
+  constructor(readonly ref: SourceRef) {
+    this.metricsFile = new CachedFile(join(ref.path, "metrics.jsonl"));
+    this.detectorsFile = new CachedFile(join(ref.path, "detectors.jsonl"));
+    this.summaryFile = new CachedFile(join(ref.path, "summary.json"));
+    this.configFile = new CachedFile(join(ref.path, "config.yaml"));
+  }
+
+  /** The folder's sample files now. */
+  sampleFiles(): SampleFileInfo[] {
+    return sampleFiles(join(this.ref.path, "samples"));
+  }
+
+  /** What the folder holds now (reads `metrics.jsonl` when it changed). */
+  info(): SourceInfo {
+    const m = this.metrics();
+    const stages: string[] = [];
+    const stepsByStage: Record<string, number> = {};
+    for (const s of m.stage) {
+      if (!(s in stepsByStage)) {
+        stages.push(s);
+        stepsByStage[s] = 0;
+      }
+      stepsByStage[s]++;
+    }
+    const files = this.sampleFiles();
+    // The trainer writes each samples file through a temp file + rename (RunDir.writeSamples), which changes the
+    // folder's mtime: one stat of the folder sees any new or rewritten file, where a stat per file costs ~0.1 ms × steps.
+    const samplesStamp = new CachedFile(join(this.ref.path, "samples")).stamp();
+    return {
+      id: this.ref.id,
+      label: this.ref.label,
+      kind: this.ref.kind,
+      lab: this.ref.lab,
+      path: this.ref.path,
+      live: lockHolder(this.ref.path) !== undefined,
+      stages,
+      stepsByStage,
+      metricKeys: Object.keys(m.columns).sort(),
+      sampleFiles: files,
+      detectorCount: m.detectors.length,
+      version: [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), samplesStamp, files.length].join("|"),
+      description: this.ref.description,
+    };
+  }
+
+  private settings(): RunSettings {
+    const text = this.configFile.read();
+    if (text === null) return {};
+    let cfg: Record<string, Record<string, unknown> | undefined>;
+    try {
+      cfg = (parseYaml(text) ?? {}) as Record<string, Record<string, unknown> | undefined>;
+    } catch {
+      return {};
+    }
+    const out: RunSettings = {
+      groupSize: num(cfg.rl?.groupSize),
+      advantage: typeof cfg.rl?.advantage === "string" ? cfg.rl.advantage : undefined,
+      samplesPerStep: num(cfg.run?.samplesPerStep),
+    };
+    out.detectors = detectorSettings(cfg.detectors);
+    return out;
+  }
+
+  /**
+   * `metrics.jsonl` column-wise, `detectors.jsonl` and `summary.json`.
+   * @returns the payload; empty columns when the run has written nothing yet
+   */
+  metrics(): MetricsPayload {
+    return this.metricsWithSteps().payload;
+  }
+
+  /**
+   * RL steps at which each detector was firing: the trainer's own `DetectorMonitor` replayed over the RL lines of
+   * `metrics.jsonl` with the run's `detectors` config (so a streak's end is known, which `detectors.jsonl` — onsets
+   * only — does not say); without a readable config, the onset steps of `detectors.jsonl`.
+   */
+  detectorSteps(): Record<string, number[]> {
+    return this.metricsWithSteps().steps;
+  }
+
+  private metricsWithSteps(): { payload: MetricsPayload; steps: Record<string, number[]> } {
+    const key = [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), this.configFile.stamp()].join("|");
+    if (this.metricsCache?.key === key) return this.metricsCache;
+    const rows = parseJsonLines(this.metricsFile.read());
+    const stage: string[] = [];
+    const step: number[] = [];
+    const columns: Record<string, (number | null)[]> = {};
+    rows.forEach((row, i) => {
+      stage.push(typeof row.stage === "string" ? row.stage : "?");
+      step.push(num(row.step) ?? i);
+      for (const [k, v] of Object.entries(row)) {
+        if (k === "stage" || k === "step" || typeof v !== "number") continue;
+        let col = columns[k];
+        if (col === undefined) col = columns[k] = new Array<number | null>(i).fill(null);
+        col.push(Number.isFinite(v) ? v : null);
+      }
+      for (const col of Object.values(columns)) if (col.length < i + 1) col.push(null);
+    });
+    const detectors = parseJsonLines(this.detectorsFile.read()).flatMap((r): DetectorFiring[] =>
+      typeof r.detector === "string" && typeof r.metric === "string" && num(r.step) !== undefined
+        ? [{ detector: r.detector, metric: r.metric, step: num(r.step)!, since: num(r.since), value: num(r.value) ?? NaN, baseline: num(r.baseline), threshold: num(r.threshold), message: typeof r.message === "string" ? r.message : r.detector }]
+        : [],
+    );
+    let summary: unknown = null;
+    const st = this.summaryFile.read();
+    if (st !== null) {
+      try {
+        summary = JSON.parse(st);
+      } catch {
+        summary = null; // being written (never: it is written atomically) or damaged
+      }
+    }
+    const steps: Record<string, number[]> = {};
+    const d = this.settings().detectors;
+    if (d !== undefined && d.enabled) {
+      const monitor = new DetectorMonitor(defaultDetectors(d), d);
+      rows.forEach((row, i) => {
+        if (stage[i] !== "rl") return;
+        const values: Record<string, number> = {};
+        for (const [k, v] of Object.entries(row)) if (typeof v === "number") values[k] = v;
+        monitor.observe(step[i], values);
+        for (const f of monitor.firing()) (steps[f.detector] ??= []).push(step[i]);
+      });
+    }
+    for (const f of detectors) {
+      const list = (steps[f.detector] ??= []);
+      if (!list.includes(f.step)) list.push(f.step);
+    }
+    for (const list of Object.values(steps)) list.sort((a, b) => a - b);
+    this.metricsCache = { key, payload: { id: this.ref.id, stage, step, columns, detectors, detectorSteps: steps, summary }, steps };
+    return this.metricsCache;
+  }
+
+  /** Token id → text from the first `tokenizer.json` found in the folder's (or its lab's) checkpoints; null when none. */
+  private pieces(): string[] | null {
+    const dirs = [this.ref.path, ...(this.ref.labPath !== undefined && this.ref.labPath !== this.ref.path ? [this.ref.labPath] : [])];
+    const candidates: string[] = [];
+    for (const d of dirs) {
+      const ck = join(d, "checkpoints");
+      if (!isDir(ck)) continue;
+      const names = readdirSync(ck).sort((a, b) => (a === "final" ? -1 : b === "final" ? 1 : a === "sft" ? -1 : b === "sft" ? 1 : a < b ? -1 : 1));
+      for (const n of names) candidates.push(join(ck, n, "tokenizer.json"));
+    }
+    const file = candidates.find((c) => existsSync(c));
+    const key = file ?? "-";
+    if (this.vocab?.key === key) return this.vocab.pieces;
+    let pieces: string[] | null = null;
+    if (file !== undefined) {
+      try {
+        const tok = JSON.parse(readFileSync(file, "utf8")) as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string }[] };
+        pieces = [];
+        const vocab = tok.model?.vocab;
+        const entries: [string, number][] = Array.isArray(vocab) ? vocab.map(([t], i) => [t, i]) : Object.entries(vocab ?? {});
+        for (const [t, id] of entries) pieces[id] = t;
+        for (const a of tok.added_tokens ?? []) pieces[a.id] = a.content;
+      } catch {
+        pieces = null;
+      }
+    }
+    this.vocab = { key, pieces };
+    return pieces;
+  }
+
+  /**
+   * One samples file, each episode with its group, outcome, advantage and token text.
+   * @param name a file stem from `sampleFiles()` (e.g. `step-3`)
+   * @throws Error when the folder has no such samples file
+   */
+  samplesOf(name: string): SamplesPayload {
+    const info = this.sampleFiles().find((f) => f.name === name);
+    if (info === undefined) throw new Error(`${this.ref.id} has no samples/${name}.jsonl`);
+    let entry = this.samples.get(name);
+    if (entry === undefined) {
+      entry = { file: new CachedFile(join(this.ref.path, "samples", `${name}.jsonl`)), key: "", payload: { id: this.ref.id, file: name, episodes: [], vocab: {}, detectorSteps: {} } };
+      this.samples.set(name, entry);
+    }
+    const detectorSteps = this.detectorSteps();
+    const pieces = this.pieces(); // a checkpoint's tokenizer.json may appear after the samples (key below)
+    const key = `${entry.file.stamp()}|${this.configFile.stamp()}|${this.vocab?.key ?? "-"}`;
+    if (entry.key !== key) {
+      entry.key = key;
+      const episodes = toEpisodes(parseJsonLines(entry.file.read()), info, this.settings());
+      const vocab: Record<string, string> = {};
+      if (pieces !== null) for (const e of episodes) for (const id of e.tokens?.ids ?? []) if (pieces[id] !== undefined) vocab[id] = pieces[id];
+      entry.payload = { id: this.ref.id, file: name, episodes, vocab, detectorSteps };
+    }
+    entry.payload.detectorSteps = detectorSteps;
+    return entry.payload;
+  }
+}
+
+const str = (v: unknown, fallback = ""): string => (typeof v === "string" ? v : fallback);
+
+/**
+ * Success / fail / no answer: the env's grade (score ≥ 1) when present, else the `em` (or `outcome`) reward term = 1,
+ * else — evaluation episodes carry no reward — Search-R1 EM of the answer against the gold answers (`emCheck`, the
+ * trainer's own check).
+ */
+export function outcomeOf(answer: string | null, terms: readonly ViewRewardTerm[], grade: { score: number } | undefined, gold: readonly string[] = []): Outcome {
+  if (grade !== undefined) return grade.score >= 1 - 1e-9 ? "success" : answer === null ? "no-answer" : "fail";
+  if (answer === null) return "no-answer";
+  const t = terms.find((x) => x.name === "em") ?? terms.find((x) => x.name === "outcome");
+  if (t !== undefined) return t.value >= 1 - 1e-9 ? "success" : "fail";
+  return gold.length > 0 && emCheck(answer, [...gold]) === 1 ? "success" : "fail";
+}
+
+/** Sample lines → episodes: groups (consecutive lines of one task), outcomes, advantages, token books. */
+function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, settings: RunSettings): ViewEpisode[] {
+  const episodes: ViewEpisode[] = [];
+  let group = -1;
+  let member = 0;
+  rows.forEach((r, index) => {
+    const task = str(r.task, `#${index}`);
+    if (index === 0 || task !== str(rows[index - 1].task, `#${index - 1}`)) {
+      group++;
+      member = 0;
+    } else member++;
+    const reward = r.reward as { total?: unknown; terms?: unknown } | null | undefined;
+    const terms: ViewRewardTerm[] = Array.isArray(reward?.terms)
+      ? (reward.terms as Record<string, unknown>[]).map((t) => ({ name: str(t.name), value: num(t.value) ?? 0, weight: num(t.weight) ?? 0, explanation: str(t.explanation), ...(typeof t.error === "string" ? { error: t.error } : {}) }))
+      : [];
+    const g = r.grade as { score?: unknown; parts?: unknown; explanation?: unknown } | undefined;
+    const grade =
+      g !== undefined && g !== null && num(g.score) !== undefined
+        ? { score: num(g.score)!, parts: Object.fromEntries(Object.entries((g.parts ?? {}) as Record<string, unknown>).filter(([, v]) => num(v) !== undefined)) as Record<string, number>, ...(typeof g.explanation === "string" ? { explanation: g.explanation } : {}) }
+        : undefined;
+    const turns: ViewTurn[] = Array.isArray(r.turns)
+      ? (r.turns as Record<string, unknown>[]).map((t) => ({
+          action: str(t.action),
+          observation: str(t.observation),
+          ...(Array.isArray(t.tools) ? { tools: (t.tools as Record<string, unknown>[]).map((c) => ({ name: str(c.name), ok: c.ok === true, ...(typeof c.error === "string" ? { error: c.error } : {}) })) } : {}),
+        }))
+      : [];
+    const answer = typeof r.answer === "string" ? r.answer : null;
+    const gold = Array.isArray(r.gold) ? (r.gold as unknown[]).map((x) => String(x)) : [];
+    let tokens: ViewTokens | undefined;
+    if (Array.isArray(r.tokens) && Array.isArray(r.lossMask)) {
+      const ids = (r.tokens as unknown[]).map((x) => num(x) ?? -1);
+      tokens = {
+        ids,
+        lossMask: (r.lossMask as unknown[]).map((x) => (x === 1 ? 1 : 0)),
+        logprobs: Array.isArray(r.logprobs) ? (r.logprobs as unknown[]).map((x) => num(x) ?? 0) : ids.map(() => 0),
+        promptLength: num(r.promptLength) ?? 0,
+      };
+    }
+    const toolCalls: Record<string, number> = {};
+    if (r.toolCalls !== null && typeof r.toolCalls === "object") for (const [k, v] of Object.entries(r.toolCalls)) if (num(v) !== undefined) toolCalls[k] = num(v)!;
+    const numbers = (v: unknown): number[] | undefined => (Array.isArray(v) && v.length > 0 && v.every((x) => num(x) !== undefined) ? (v as number[]) : undefined);
+    const turnAdvantages = numbers((reward as Record<string, unknown> | null | undefined)?.turnAdvantages);
+    const turnRewards = numbers((reward as Record<string, unknown> | null | undefined)?.turnRewards);
+    const fileAdv = num(r.advantage) ?? (turnAdvantages !== undefined ? turnAdvantages.reduce((a, b) => a + b, 0) / turnAdvantages.length : undefined);
+    episodes.push({
+      index,
+      task,
+      kind: str(r.kind, task.includes(":") ? task.slice(0, task.indexOf(":")) : "?"),
+      question: str(r.question),
+      gold,
+      ...(typeof r.known === "boolean" ? { known: r.known } : {}),
+      member: num(r.member) ?? member,
+      group,
+      turns,
+      answer,
+      reward: reward !== null && reward !== undefined && num(reward.total) !== undefined ? { total: num(reward.total)!, terms } : null,
+      ...(grade !== undefined ? { grade } : {}),
+      outcome: outcomeOf(answer, terms, grade, gold),
+      toolCalls,
+      advantage: fileAdv ?? null,
+      advantageSource: fileAdv !== undefined ? "file" : "none",
+      ...(fileAdv !== undefined && num(r.advantage) === undefined ? { advantageNote: "from the trainer: the mean of its per-turn advantages (reward.turnAdvantages)" } : {}),
+      ...(turnAdvantages !== undefined ? { turnAdvantages } : {}),
+      ...(turnRewards !== undefined ? { turnRewards } : {}),
+      ...(tokens !== undefined ? { tokens } : {}),
+    });
+  });
+  if (info.type === "eval") {
+    for (const e of episodes) if (e.advantageSource === "none") e.advantageNote = "evaluation episodes are not trained: no advantage";
+    return episodes;
+  }
+  // Advantages the trainer did not write: recomputed with the run's estimator for groups written whole. The trainer
+  // writes the first run.samplesPerStep episodes of a step (groups in order), so only the last group can be cut.
+  const groups = new Map<number, ViewEpisode[]>();
+  for (const e of episodes) groups.set(e.group, [...(groups.get(e.group) ?? []), e]);
+  const lastGroup = group;
+  const allWritten = settings.samplesPerStep !== undefined && episodes.length < settings.samplesPerStep;
+  for (const [gi, members] of groups) {
+    if (members.every((e) => e.advantageSource === "file")) continue;
+    const whole = gi !== lastGroup || allWritten || (settings.groupSize !== undefined && members.length === settings.groupSize);
+    const rewards = members.map((e) => e.reward?.total);
+    const note = !whole
+      ? `group cut by run.samplesPerStep (${members.length} of its members in the file${settings.groupSize ? ` of ${settings.groupSize}` : ""}): advantage unknown`
+      : settings.advantage !== "grpo" && settings.advantage !== "drgrpo"
+        ? "the run's rl.advantage is not known here: advantage not recomputed"
+        : rewards.some((x) => x === undefined)
+          ? "a member has no reward: advantage unknown"
+          : undefined;
+    if (note !== undefined) {
+      for (const e of members) if (e.advantageSource !== "file") e.advantageNote = note;
+      continue;
+    }
+    const adv = grpoAdvantages(rewards as number[], { normalizeStd: settings.advantage === "grpo" });
+    members.forEach((e, i) => {
+      if (e.advantageSource === "file") return;
+      e.advantage = adv[i];
+      e.advantageSource = "recomputed";
+      e.advantageNote = `recomputed from the group's ${members.length} rewards (rl.advantage ${settings.advantage}, src/algo/advantages.ts)`;
+    });
+  }
+  return episodes;
+}

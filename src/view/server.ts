@@ -1,0 +1,146 @@
+/**
+ * `arl view`'s HTTP server, on the shared HTTP layer (`src/serve/http.ts`, fastify): loopback by default, an
+ * optional bearer token, errors as `{error}` with a 4xx status. Routes:
+ * - `GET /` — the page; `GET /app.js` — its script (neither holds data, so neither needs the token);
+ * - `GET /api/index` — the sources and what files they have now (`ViewIndex`);
+ * - `GET /api/metrics?id=<source>` — `metrics.jsonl` column-wise, detector firings, `summary.json`;
+ * - `GET /api/samples?id=<source>&file=<stem>` — one `samples/<stem>.jsonl` with groups, outcomes, advantages;
+ * - `GET /healthz`.
+ * Every `/api/*` answer is read from disk at request time (files re-read only when they changed), so the page
+ * follows a run that is still training by polling `/api/index`.
+ */
+import { timingSafeEqual } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import { HttpError, createApp, listen, type RunningServer, type ServeOptions } from "../serve/http.ts";
+import { clientBundle } from "./bundle.ts";
+import { SourceReader, discoverSources, type SourceRef } from "./data.ts";
+import { servedPage } from "./page.ts";
+import type { MetricsPayload, SamplesPayload, ViewBundleData, ViewIndex } from "./types.ts";
+
+/** Default port of `arl view`. */
+export const DEFAULT_VIEW_PORT = 8600;
+/** Default interval of the page's polls for new lines (ms). */
+export const DEFAULT_POLL_MS = 2000;
+
+/** Options of the viewer's server. */
+export interface ViewServerOptions extends ServeOptions {
+  /** The page polls `/api/index` this often (ms; 0 = never). Default 2 000. */
+  pollMs?: number;
+}
+
+/**
+ * The sources of a set of paths, re-discovered on each call (a lab adds design folders while it runs), with one
+ * cached reader per folder.
+ */
+export class ViewCatalog {
+  private readonly readers = new Map<string, SourceReader>();
+
+  /**
+   * @param paths run folders, lab folders or folders of them (`discoverSources`)
+   * @throws Error when a path holds no run or lab (checked once here, so the CLI fails before serving)
+   */
+  constructor(readonly paths: readonly string[]) {
+    this.sources();
+  }
+
+  /** The readers of every source now, in discovery order. */
+  sources(): SourceReader[] {
+    let refs: SourceRef[];
+    try {
+      refs = discoverSources(this.paths);
+    } catch (e) {
+      if (this.readers.size === 0) throw e;
+      return [...this.readers.values()]; // a folder vanished meanwhile: keep what was there
+    }
+    return refs.map((ref) => {
+      const key = `${ref.id}\u0000${ref.path}`;
+      let r = this.readers.get(key);
+      if (r === undefined) {
+        r = new SourceReader(ref);
+        this.readers.set(key, r);
+      }
+      return r;
+    });
+  }
+
+  /** @throws HttpError 404 naming an unknown source id */
+  reader(id: string): SourceReader {
+    const r = this.sources().find((s) => s.ref.id === id);
+    if (r === undefined) throw new HttpError(404, `no source ${JSON.stringify(id)} (GET /api/index lists them)`);
+    return r;
+  }
+
+  /** The index the page starts from. */
+  index(pollMs: number): ViewIndex {
+    return { sources: this.sources().map((s) => s.info()), static: false, pollMs };
+  }
+
+  /** Every payload the page could ask for (what `--export` embeds); `static` set, no polling. */
+  exportData(): ViewBundleData {
+    const readers = this.sources();
+    const metrics: Record<string, MetricsPayload> = {};
+    const samples: Record<string, Record<string, SamplesPayload>> = {};
+    for (const r of readers) {
+      metrics[r.ref.id] = r.metrics();
+      samples[r.ref.id] = Object.fromEntries(r.sampleFiles().map((f) => [f.name, r.samplesOf(f.name)]));
+    }
+    return { index: { sources: readers.map((r) => r.info()), static: true, pollMs: 0 }, metrics, samples };
+  }
+}
+
+const sameKey = (given: string, key: string): boolean => {
+  const a = Buffer.from(given);
+  const b = Buffer.from(key);
+  return a.length === b.length && timingSafeEqual(a, b);
+};
+
+/**
+ * The viewer's fastify app (not listening).
+ * @param catalog the folders to serve
+ * @param options `apiKey`: `/api/*` requires `Authorization: Bearer <key>` (or `X-API-Key`); `pollMs` as above
+ */
+export function createViewApp(catalog: ViewCatalog, options: ViewServerOptions = {}): FastifyInstance {
+  const { apiKey, ...rest } = options;
+  const app = createApp(rest); // the shared layer's own check would also lock the page and script: checked here instead
+  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
+  if (apiKey !== undefined) {
+    app.addHook("onRequest", async (req, reply) => {
+      if (!req.url.startsWith("/api/")) return;
+      const auth = req.headers.authorization;
+      const given = auth !== undefined && /^bearer /i.test(auth) ? auth.slice(7).trim() : req.headers["x-api-key"];
+      if (typeof given !== "string" || !sameKey(given, apiKey)) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>; open the page as /?token=<key>)" });
+    });
+  }
+  app.get("/healthz", async () => ({ ok: true }));
+  app.get("/favicon.ico", async (_req, reply) => reply.code(204).send());
+  app.get("/", async (_req, reply) => reply.type("text/html; charset=utf-8").header("cache-control", "no-store").send(servedPage()));
+  app.get("/app.js", async (_req, reply) => reply.type("text/javascript; charset=utf-8").header("cache-control", "no-store").send(await clientBundle()));
+  app.get("/api/index", async (_req, reply) => reply.header("cache-control", "no-store").send(catalog.index(pollMs)));
+  const param = (query: unknown, name: string): string => {
+    const v = (query as Record<string, unknown> | undefined)?.[name];
+    if (typeof v !== "string" || v === "") throw new HttpError(400, `query parameter ${name} is required`);
+    return v;
+  };
+  app.get("/api/metrics", async (req, reply) => reply.header("cache-control", "no-store").send(catalog.reader(param(req.query, "id")).metrics()));
+  app.get("/api/samples", async (req, reply) => {
+    const r = catalog.reader(param(req.query, "id"));
+    const file = param(req.query, "file");
+    if (!r.sampleFiles().some((f) => f.name === file)) throw new HttpError(404, `${r.ref.id} has no samples/${file}.jsonl`);
+    return reply.header("cache-control", "no-store").send(r.samplesOf(file));
+  });
+  return app;
+}
+
+/**
+ * Serves the viewer until closed.
+ * @param paths folders to view (`discoverSources`)
+ * @param options host (default 127.0.0.1), port (default 8600; 0 = any free port), apiKey, pollMs
+ * @throws Error when a path holds no run or lab, or the port cannot be bound
+ */
+export async function startViewServer(paths: readonly string[], options: ViewServerOptions = {}): Promise<RunningServer & { catalog: ViewCatalog }> {
+  const catalog = new ViewCatalog(paths);
+  void clientBundle().catch(() => undefined); // bundle while the server starts; an error is reported by GET /app.js
+  const app = createViewApp(catalog, options);
+  const server = await listen(app, { ...options, port: options.port ?? DEFAULT_VIEW_PORT });
+  return { ...server, catalog };
+}

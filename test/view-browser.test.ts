@@ -1,0 +1,295 @@
+/**
+ * `arl view` in a real browser: Debian's Chromium (`/usr/bin/chromium`, or `ARL_CHROMIUM`) driven by playwright-core
+ * (no `playwright install`: the system browser only). Opens a run and reads a curve's values from the chart, overlays
+ * a lab's designs with detector firings marked, opens a trajectory and checks its token view (observation tokens
+ * not trained), filters, compares two runs, and opens an export with every network request refused.
+ *
+ * Skipped, with the reason shown as the skipped test's name, when no Chromium is installed (`apt-get install -y
+ * chromium`; `.ci/run` installs it). Screenshots of each view are written to a temp folder, or to `docs/viewer/`
+ * with `ARL_VIEW_SCREENSHOTS=1` (then `ARL_VIEW_SCREENSHOT_RUNS=runs/a,runs/lab` points them at other folders; the
+ * assertions always use the fixtures).
+ */
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { exportView } from "../src/view/export.ts";
+import { startViewServer } from "../src/view/server.ts";
+import type { RunningServer } from "../src/serve/http.ts";
+
+const CHROMIUM = process.env.ARL_CHROMIUM ?? "/usr/bin/chromium";
+const HAVE_CHROMIUM = existsSync(CHROMIUM);
+const FIXTURES = join(import.meta.dirname, "fixtures", "view");
+const ROOT = join(import.meta.dirname, "..");
+const SHOTS = process.env.ARL_VIEW_SCREENSHOTS === "1" ? join(ROOT, "docs", "viewer") : mkdtempSync(join(tmpdir(), "arl-view-shots-"));
+
+const jsonl = (path: string) =>
+  readFileSync(path, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+
+if (!HAVE_CHROMIUM) {
+  console.warn(`view-browser: SKIPPED — no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set ARL_CHROMIUM)`);
+  it.skip(`browser tests SKIPPED: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set ARL_CHROMIUM)`, () => {});
+}
+
+describe.runIf(HAVE_CHROMIUM)("arl view in Chromium", () => {
+  let browser: Browser;
+  let page: Page;
+  let server: RunningServer;
+  const pageErrors: string[] = [];
+  const tmp = mkdtempSync(join(tmpdir(), "arl-view-browser-"));
+
+  beforeAll(async () => {
+    const { chromium } = await import("playwright-core");
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+    });
+    server = await startViewServer([FIXTURES], { port: 0, pollMs: 300 });
+    page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    page.on("pageerror", (e) => pageErrors.push(e.message));
+  });
+  afterEach(() => {
+    expect(pageErrors.splice(0)).toEqual([]); // no uncaught error in the page during the test
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    rmSync(tmp, { recursive: true, force: true });
+    if (process.env.ARL_VIEW_SCREENSHOTS !== "1") rmSync(SHOTS, { recursive: true, force: true });
+  });
+
+  /** Opens the page at a state and waits until it has drawn (charts included). */
+  const open = async (hash: string, base = server.url + "/"): Promise<void> => {
+    await page.goto(`${base}#${hash}`);
+    await page.waitForFunction(() => document.body.dataset.ready !== undefined && document.body.dataset.ready !== "", null, { timeout: 45_000 });
+  };
+  /** Waits for the next completed draw after an interaction. */
+  const settled = async (): Promise<void> => {
+    await page.waitForFunction(() => document.body.dataset.ready !== "", null, { timeout: 45_000 });
+  };
+  /** The `<source> step <n>: <value>` labels of a chart's points, as a screen reader gets them. */
+  const curve = async (metric: string, label: string): Promise<Map<number, number>> => {
+    const labels = await page.locator(`[data-vega="${metric}"] svg [aria-label]`).evaluateAll((els) => els.map((e) => e.getAttribute("aria-label") ?? ""));
+    const out = new Map<number, number>();
+    for (const l of labels) {
+      const m = /^(.*) step (\d+): (.*)$/.exec(l);
+      if (m && m[1] === label) out.set(Number(m[2]), Number(m[3]));
+    }
+    return out;
+  };
+
+  it("opens a run and reads a curve's values", async () => {
+    await open("view=curves&src=smoke-a&m=reward/mean,hack/no_answer&stage=rl");
+    const rl = jsonl(join(FIXTURES, "smoke-a", "metrics.jsonl")).filter((r) => r.stage === "rl");
+    const values = await curve("reward/mean", "smoke-a");
+    expect([...values.keys()]).toEqual(rl.map((r) => r.step));
+    for (const r of rl) expect(values.get(r.step as number)).toBe(r["reward/mean"]);
+    // the detector that fired is marked on the chart (its onset rule, labelled with its message)
+    const firing = jsonl(join(FIXTURES, "smoke-a", "detectors.jsonl"))[0];
+    const marks = await page.locator(`[data-vega="hack/no_answer"] svg [aria-label]`).evaluateAll((els) => els.map((e) => e.getAttribute("aria-label") ?? ""));
+    expect(marks.some((m) => m.includes(firing.message as string))).toBe(true);
+    // smoothing redraws in place: the raw values stay readable
+    await page.locator("#smoothing").fill("0.6");
+    await settled();
+    expect(await page.locator("#smooth-value").textContent()).toBe("0.60");
+    expect((await curve("reward/mean", "smoke-a")).get(rl[0].step as number)).toBe(rl[0]["reward/mean"]);
+    await page.screenshot({ path: join(SHOTS, "curves.png") });
+  });
+
+  it("overlays a lab's designs and another run on one chart", async () => {
+    await open("view=curves&src=lab/composite,lab/outcome-only,smoke-b&m=reward/mean,tool_calls,train/entropy,hack/no_answer&stage=rl&smooth=0.3");
+    for (const id of ["lab/composite", "lab/outcome-only", "smoke-b"]) {
+      const dir = id === "smoke-b" ? join(FIXTURES, "smoke-b") : join(FIXTURES, "lab", "designs", id.split("/")[1]);
+      const rl = jsonl(join(dir, "metrics.jsonl")).filter((r) => r.stage === "rl");
+      const values = await curve("tool_calls", id);
+      expect(values.size, id).toBe(rl.length);
+      for (const r of rl) expect(values.get(r.step as number), `${id} step ${r.step}`).toBe(r.tool_calls);
+    }
+    await page.screenshot({ path: join(SHOTS, "lab-overlay.png") });
+    // a hash change that reorders the charts: each chart still draws its own metric in its own element
+    await open("view=curves&src=lab/composite,lab/outcome-only,smoke-b&m=hack/no_answer,train/entropy,tool_calls,reward/mean&stage=rl&smooth=0.3");
+    for (const m of ["reward/mean", "tool_calls", "train/entropy", "hack/no_answer"]) {
+      const axes = await page.locator(`[data-vega="${m}"] svg [aria-label^="Y-axis"]`).evaluateAll((els) => els.map((e) => e.getAttribute("aria-label") ?? ""));
+      expect(axes, m).toHaveLength(1);
+      expect(axes[0]).toContain(`'${m}'`);
+    }
+  });
+
+  it("opens a trajectory: groups with reward and advantage, reward terms, tokens with observation tokens not trained", async () => {
+    const lines = jsonl(join(FIXTURES, "smoke-a", "samples", "step-2.jsonl"));
+    await open("view=trajectories&tsrc=smoke-a&file=step-1");
+    await page.locator("#next-step").click(); // the scrubber moves to step 2
+    await settled();
+    expect(await page.locator("section.content h2").first().textContent()).toContain("RL step 2");
+    expect(await page.locator("tr.episode").count()).toBe(lines.length);
+    // the episode with an answer (or the first one) opens
+    const pick = Math.max(0, lines.findIndex((l) => l.answer !== null));
+    await page.locator(`tr.episode[data-episode="${pick}"]`).click();
+    await settled();
+    const reward = lines[pick].reward as { total: number; terms: { name: string }[] };
+    expect(Number(await page.locator("[data-total]").textContent())).toBeCloseTo(reward.total, 3);
+    expect(await page.locator("table.reward-breakdown tr[data-term]").evaluateAll((els) => els.map((e) => e.getAttribute("data-term")))).toEqual(reward.terms.map((t) => t.name));
+    const turns = lines[pick].turns as { action: string; observation: string }[];
+    expect(await page.locator(".turn[data-turn]").count()).toBe(turns.length);
+    await page.screenshot({ path: join(SHOTS, "trajectory-turns.png") });
+
+    await page.locator('button[data-tab="tokens"]').click();
+    await settled();
+    const tokens = lines[pick].tokens as number[];
+    const mask = lines[pick].lossMask as number[];
+    const promptLength = lines[pick].promptLength as number;
+    const spans = await page.locator(".tokens .tok").evaluateAll((els) => els.map((e) => ({ i: Number(e.getAttribute("data-i")), mask: e.getAttribute("data-mask"), role: e.getAttribute("data-role"), cls: e.className, text: e.textContent ?? "" })));
+    expect(spans).toHaveLength(tokens.length - promptLength); // the prompt is folded away by default
+    for (const s of spans) expect(s.mask, `token ${s.i}`).toBe(String(mask[s.i]));
+    const obs = spans.filter((s) => s.role === "observation");
+    const acted = spans.filter((s) => s.role === "action");
+    expect(obs.length).toBeGreaterThan(0);
+    expect(acted.length).toBeGreaterThan(0);
+    for (const s of obs) {
+      expect(s.mask).toBe("0");
+      expect(s.cls).toContain("masked");
+    }
+    for (const s of acted) expect(s.cls).toContain("trained");
+    // the observation the env returned after turn 1 is exactly what is shown as not trained
+    const words = (t: string) => t.replace(/↵/g, " ").split(/\s+/).filter((w) => w !== "");
+    const firstObs = turns.find((t) => t.observation !== "")!.observation;
+    expect(words(obs.map((s) => s.text).join(" ")).join(" ")).toContain(words(firstObs).join(" "));
+    await page.screenshot({ path: join(SHOTS, "trajectory-tokens.png") });
+  });
+
+  it("shows a tool env's episode: tool calls and results per turn, the grader's parts", async () => {
+    // the travel env's scripted persona (an evaluation row of the smoke run): it books, so every part is graded
+    const file = "eval-prompt-driven-careful-scripted";
+    const lines = jsonl(join(FIXTURES, "smoke-travel", "samples", `${file}.jsonl`));
+    await open(`view=trajectories&tsrc=smoke-travel&file=${file}&ep=0`);
+    const grade = lines[0].grade as { score: number; parts: Record<string, number> };
+    const parts = await page.locator("table.grade tr[data-part]").evaluateAll((els) => els.map((e) => [e.getAttribute("data-part"), e.querySelector("td.num")?.textContent]));
+    expect(parts).toEqual(Object.entries(grade.parts).map(([k, v]) => [k, v.toFixed(3)]));
+    expect(await page.locator(".episode-detail .badge").first().textContent()).toBe(grade.score >= 1 ? "success" : "fail");
+    const turns = lines[0].turns as { tools?: { name: string; ok: boolean }[] }[];
+    const shown = await page.locator(".turn[data-turn]").evaluateAll((els) => els.map((e) => [...e.querySelectorAll(".calls span")].map((c) => c.textContent)));
+    expect(shown).toEqual(turns.map((t) => (t.tools ?? []).map((c: { name: string; ok: boolean; error?: string }) => `${c.name}() ${c.ok ? "ok" : `failed: ${c.error ?? "error"}`}`)));
+    expect(shown.flat().length).toBeGreaterThan(0);
+    await page.screenshot({ path: join(SHOTS, "trajectory-grader.png") });
+  });
+
+  it("filters episodes by outcome and steps by detector", async () => {
+    await open("view=trajectories&tsrc=smoke-a&file=step-2");
+    const lines = jsonl(join(FIXTURES, "smoke-a", "samples", "step-2.jsonl"));
+    await page.locator("#filter-outcome").selectOption("no-answer");
+    await settled();
+    expect(await page.locator("tr.episode").count()).toBe(lines.filter((l) => l.answer === null).length);
+    await page.locator("#filter-outcome").selectOption("");
+    await settled();
+    await page.locator("#filter-detector").selectOption("answer_avoidance");
+    await settled();
+    // answer_avoidance fires from step 2 on (detectors.jsonl) and keeps firing (the monitor replayed): steps 2–4
+    expect(await page.locator("#step-scrubber").getAttribute("max")).toBe("2");
+    expect(await page.locator(".badge.firing").first().textContent()).toContain("answer_avoidance");
+  });
+
+  it("compares two runs on the same held-out tasks, side by side", async () => {
+    await open("view=compare&lsrc=smoke-a&lfile=eval-rl-grpo&rsrc=smoke-b&rfile=eval-rl-grpo");
+    const a = jsonl(join(FIXTURES, "smoke-a", "samples", "eval-rl-grpo.jsonl"));
+    const b = jsonl(join(FIXTURES, "smoke-b", "samples", "eval-rl-grpo.jsonl"));
+    const shared = a.map((l) => l.task as string).filter((t) => b.some((l) => l.task === t));
+    expect(await page.locator("tr[data-task]").evaluateAll((els) => els.map((e) => e.getAttribute("data-task")))).toEqual(shared);
+    expect(shared.length).toBeGreaterThan(0); // same seed and world, another reward preset: the same held-out tasks
+    {
+      const t = shared.at(-1)!;
+      await page.locator(`tr[data-task="${t}"]`).click();
+      await settled();
+      const left = a.find((l) => l.task === t)!;
+      const right = b.find((l) => l.task === t)!;
+      expect(await page.locator('[data-side="left"] .turn[data-turn]').count()).toBe((left.turns as unknown[]).length);
+      expect(await page.locator('[data-side="right"] .turn[data-turn]').count()).toBe((right.turns as unknown[]).length);
+      expect(await page.locator('[data-side="left"] .turn pre.action').first().textContent()).toBe((left.turns as { action: string }[])[0].action);
+      expect(await page.locator('[data-side="right"] .turn pre.action').first().textContent()).toBe((right.turns as { action: string }[])[0].action);
+    }
+    await page.screenshot({ path: join(SHOTS, "compare.png") });
+  });
+
+  it("follows a run that is still training: a new metrics line shows up without a reload", async () => {
+    const live = join(tmp, "live");
+    cpSync(join(FIXTURES, "smoke-b"), live, { recursive: true });
+    const liveServer = await startViewServer([live], { port: 0, pollMs: 200 });
+    try {
+      await open("view=curves&src=live&m=reward/mean&stage=rl", liveServer.url + "/");
+      const before = await curve("reward/mean", "live");
+      const next = Math.max(...before.keys()) + 1;
+      appendFileSync(join(live, "metrics.jsonl"), JSON.stringify({ stage: "rl", step: next, "reward/mean": 0.125 }) + "\n");
+      await page.waitForFunction(
+        (label) => [...document.querySelectorAll('[data-vega="reward/mean"] svg [aria-label]')].some((e) => e.getAttribute("aria-label") === label),
+        `live step ${next}: 0.125`,
+        { timeout: 45_000 },
+      );
+      expect((await curve("reward/mean", "live")).size).toBe(before.size + 1);
+      // the trajectories view on the newest step follows the run to the step it writes next
+      const last = Math.max(...readdirSync(join(live, "samples")).filter((f) => f.startsWith("step-")).map((f) => Number(f.slice(5, -6))));
+      await open(`view=trajectories&tsrc=live&file=step-${last}`, liveServer.url + "/");
+      writeFileSync(join(live, "samples", `step-${last + 1}.jsonl`), readFileSync(join(live, "samples", `step-${last}.jsonl`)));
+      await page.waitForFunction((h) => document.querySelector("section.content h2")?.textContent?.includes(h) === true, `RL step ${last + 1}`, { timeout: 45_000 });
+    } finally {
+      await liveServer.close();
+    }
+  });
+
+  it("with --api-key, the page sends the token from its URL; without it, it says why it cannot read", async () => {
+    const locked = await startViewServer([join(FIXTURES, "smoke-a")], { port: 0, pollMs: 0, apiKey: "s3cret" });
+    try {
+      await open("view=curves&src=smoke-a&m=reward/mean", `${locked.url}/?token=s3cret`);
+      expect((await curve("reward/mean", "smoke-a")).size).toBeGreaterThan(0);
+      await open("view=curves", `${locked.url}/?nothing`);
+      expect(await page.locator("#app").textContent()).toContain("missing or wrong API key");
+    } finally {
+      await locked.close();
+    }
+  });
+
+  it("exports one self-contained file that draws the same views with every network request refused", async () => {
+    const file = join(tmp, "view.html");
+    await exportView([FIXTURES], file);
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    const requests: string[] = [];
+    await ctx.route("**/*", (route) => {
+      const url = route.request().url();
+      if (url.startsWith("file:")) return route.continue();
+      requests.push(url);
+      return route.abort();
+    });
+    const p = await ctx.newPage();
+    const errors: string[] = [];
+    p.on("pageerror", (e) => errors.push(e.message));
+    const base = pathToFileURL(file).href;
+    await p.goto(`${base}#view=curves&src=smoke-a&m=reward/mean`);
+    await p.waitForFunction(() => (document.body.dataset.ready ?? "") !== "", null, { timeout: 45_000 });
+    const labels = await p.locator(`[data-vega="reward/mean"] svg [aria-label]`).evaluateAll((els) => els.map((e) => e.getAttribute("aria-label") ?? ""));
+    const rl = jsonl(join(FIXTURES, "smoke-a", "metrics.jsonl")).filter((r) => r.stage === "rl");
+    for (const r of rl) expect(labels).toContain(`smoke-a step ${r.step}: ${r["reward/mean"]}`);
+    expect(await p.locator("header .status").textContent()).toContain("exported file");
+    await p.goto(`${base}#view=trajectories&tsrc=lab/composite&file=step-0&ep=0&tab=tokens`);
+    await p.waitForFunction(() => (document.body.dataset.ready ?? "") !== "" && document.querySelectorAll(".tokens .tok").length > 0, null, { timeout: 45_000 });
+    expect(await p.locator('.tokens .tok[data-mask="1"]').count()).toBeGreaterThan(0);
+    expect(requests).toEqual([]);
+    expect(errors).toEqual([]);
+    await ctx.close();
+  });
+
+  it.runIf(process.env.ARL_VIEW_SCREENSHOTS === "1" && process.env.ARL_VIEW_SCREENSHOT_RUNS !== undefined)("takes the docs' screenshots on other folders", async () => {
+    const other = await startViewServer(process.env.ARL_VIEW_SCREENSHOT_RUNS!.split(","), { port: 0, pollMs: 0 });
+    try {
+      mkdirSync(SHOTS, { recursive: true });
+      for (const [name, hash] of (process.env.ARL_VIEW_SCREENSHOT_HASHES ?? "").split(";").filter((x) => x !== "").map((x) => x.split("=>") as [string, string])) {
+        await open(hash, other.url + "/");
+        await page.screenshot({ path: join(SHOTS, `${name}.png`) });
+      }
+    } finally {
+      await other.close();
+    }
+  });
+});
