@@ -232,7 +232,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       }
       // Held-out success is EM of the agent's answers, graded here: a reward the agent reports itself trains it but
       // never counts as success.
-      const em = rewarded.reduce((a, r, i) => a + gradeAnswer(held[records.indexOf(rewarded[i])], r.answer), 0);
+      const em = records.reduce((a, r, i) => a + (r.status === "rewarded" ? gradeAnswer(held[i], r.answer) : 0), 0);
       return { success: held.length > 0 ? (100 * em) / held.length : 0, n: held.length, dropped: records.length - rewarded.length };
     };
 
