@@ -35,7 +35,8 @@ import type { EnvRecipe } from "../env/recipe.ts";
 import { ENV_RECIPES, getRecipe, isRecipe, registerRecipe } from "../envs/index.ts";
 import { pathToFileURL } from "node:url";
 import { resolve as resolvePath } from "node:path";
-import { envNameOf, withRecipeDefaults } from "../run/train.ts";
+import { envNameOf, withDefaults, withRecipeDefaults } from "../run/train.ts";
+import { AGENT_DEFAULTS } from "../train/agentDefaults.ts";
 import { dryRunRecipe, evalRecipeRow, policyAgent, recipeContext, recipeEvalTasks, recipeSetup, runRecipeExperiment, type RecipeRow } from "../train/recipeRun.ts";
 import { registerExport } from "./export.ts";
 import type { AgentFunction } from "../train/agentRollouts.ts";
@@ -64,8 +65,15 @@ export function extractOverrides(args: readonly string[]): { overrides: Record<s
  * and the flag overrides last; validates.
  * @throws ConfigError naming the field (an unknown env: `env.name`, with the allowed names)
  */
-function loadConfig(file: string | undefined, smoke: boolean, overrides: Record<string, string>, envName?: string): ExperimentConfig {
+function loadConfig(file: string | undefined, smoke: boolean, overrides: Record<string, string>, envName?: string, agent = false): ExperimentConfig {
   let raw: Record<string, unknown> = file ? readConfigFile(file) : {};
+  if (agent) {
+    // `--agent`: its measured defaults under the file; `--smoke` keeps the context an agent's calls need.
+    raw = withDefaults(raw, AGENT_DEFAULTS);
+    if (envName !== undefined) raw = applyOverrides(raw, { "env.name": envName });
+    if (smoke) raw = applyOverrides(raw, { ...SMOKE_OVERRIDES, "run.name": "smoke-agent", "policy.contextLength": AGENT_DEFAULTS["policy.contextLength"]! });
+    return resolveConfig(applyOverrides(raw, overrides));
+  }
   const name = envName ?? overrides["env.name"] ?? envNameOf(raw);
   let recipe: EnvRecipe;
   try {
@@ -154,7 +162,8 @@ program
   .option("--agent <command>", "train your own agent (a shell command using the openai client or the AI SDK; env OPENAI_BASE_URL, ARL_RETRIEVAL_URL; task JSON on stdin; see examples/agents/README.md) on the search env's tasks")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
   .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentModule?: string; agentDeadline?: string; agentWarmStart?: string }) => {
-    const config = loadConfig(opts.config, opts.smoke === true, overrides, await envArg(opts.env));
+    const agentRun = opts.agent !== undefined || opts.agentModule !== undefined;
+    const config = loadConfig(opts.config, opts.smoke === true, overrides, await envArg(opts.env), agentRun);
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;

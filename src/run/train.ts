@@ -39,8 +39,16 @@ function merge(base: Record<string, unknown>, over: Record<string, unknown>): Re
  * @throws ConfigError from `applyOverrides` on a malformed preset
  */
 export function withRecipeDefaults(raw: Record<string, unknown>, recipe: EnvRecipe, smoke = false): Record<string, unknown> {
-  const preset = applyOverrides({}, smoke ? { ...recipe.defaults, ...recipe.smoke } : recipe.defaults);
-  return merge(merge(preset, raw), { env: { name: recipe.name } });
+  return merge(withDefaults(raw, smoke ? { ...recipe.defaults, ...recipe.smoke } : recipe.defaults), { env: { name: recipe.name } });
+}
+
+/**
+ * A raw config with `defaults` (config paths → values, as flags: `{"rl.steps": "40"}`) applied under it: the raw
+ * config's own fields win (e.g. `AGENT_DEFAULTS` under `arl train --agent`'s config file and flags).
+ * @throws ConfigError from `applyOverrides` on a malformed default
+ */
+export function withDefaults(raw: Record<string, unknown>, defaults: Readonly<Record<string, string>>): Record<string, unknown> {
+  return merge(applyOverrides({}, { ...defaults }), raw);
 }
 
 /** The env name a raw config asks for (`env.name`, default `search`). */

@@ -42,6 +42,7 @@ import { ToolLimiter } from "../env/tool.ts";
 import { segmentToDatum } from "./agentRollouts.ts";
 import { teacherSampler } from "./agentTeacher.ts";
 import { RunDir } from "./runDir.ts";
+import { MIN_AGENT_CONTEXT } from "./agentDefaults.ts";
 
 /** Options of `runAgentExperiment`. */
 export interface AgentExperimentOptions {
@@ -75,8 +76,7 @@ export const AGENT_UNUSED_RL_FIELDS = [
   "lossAggMode", "gamma", "lam", "turnRewards", "tis", "tisCap", "filterGroups", "maxGenBatches", "overlongBuffer", "overlongPenalty", "clipRatioC",
 ] as const;
 
-/** The smallest context (tokens) `--agent` accepts: one search round of the example agents is ~300 tokens. */
-export const MIN_AGENT_CONTEXT = 512;
+export { AGENT_DEFAULTS, MIN_AGENT_CONTEXT } from "./agentDefaults.ts";
 
 /** A rollout's deadline unless `rolloutDeadlineMs` / `--agent-deadline` says otherwise (ms). */
 export const DEFAULT_AGENT_DEADLINE_MS = 120_000;

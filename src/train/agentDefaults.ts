@@ -1,0 +1,25 @@
+/**
+ * `arl train --agent`'s sizes, in a module of their own so the CLI reads them without loading the trainer.
+ */
+
+/** The smallest context (tokens) `--agent` accepts: one search round of the example agents is ~300 tokens. */
+export const MIN_AGENT_CONTEXT = 512;
+
+/**
+ * `arl train --agent`'s defaults, applied under the config file and flags (`withDefaults`), so the one command
+ * `arl train --agent "node examples/agents/openai-search.mjs"` is the run measured in the README: a 512-token context
+ * (`MIN_AGENT_CONTEXT`), training lengths padded to 256 or 512 tokens (`policy.lengthBucket` 256: with the default
+ * 64, SFT's and RL's many micro-batch shapes exceeded the embedded model's 4 GiB wasm heap at the first RL step —
+ * "Allocation exceeds the 4 GiB memory32 limit" — because jax-js keeps buffers per shape), 300 SFT steps, 40 RL steps
+ * × 8 tasks × 8 rollouts, and every held-out question (the world's held-out split has 120).
+ */
+export const AGENT_DEFAULTS: Readonly<Record<string, string>> = {
+  "run.name": "agent",
+  "policy.contextLength": String(MIN_AGENT_CONTEXT),
+  "policy.lengthBucket": "256",
+  "sft.steps": "300",
+  "rl.steps": "40",
+  "rl.tasksPerStep": "8",
+  "rl.groupSize": "8",
+  "eval.maxTasks": "200",
+};
