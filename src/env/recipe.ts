@@ -83,6 +83,26 @@ export interface EnvRecipe<D = unknown> {
   defaults: Record<string, string>;
   /** Config fields of its `--smoke` run, applied over `defaults` (a user's flags still win). */
   smoke: Record<string, string>;
+  /**
+   * Reward designs `arl lab --env NAME` trains for this env (issue 17 part 4), by name: each pays what one reward
+   * design pays (a preset, extra weights, and dotted config overrides such as `env.options.<field>` or `reward.*`) and
+   * says which loophole it opens or closes. Optional: an env without designs has none in the lab.
+   */
+  labDesigns?: Readonly<Record<string, RecipeLabDesign>>;
   /** @throws ConfigError/Error naming `env.options.<field>` and the allowed values on a bad option */
   build(ctx: RecipeContext): RecipeInstance<D>;
+}
+
+/** One reward design of an env recipe for `arl lab --env NAME` (the shape of the lab's own `LabDesign`, less its name). */
+export interface RecipeLabDesign {
+  /** One sentence: what the design pays and the loophole it opens (or the fix it is). */
+  description: string;
+  /** Reward preset the weights start from (`REWARD_PRESETS`, e.g. `tool-env`). */
+  preset: string;
+  /** Reward-term weights added to or overriding the preset's. */
+  weights: Record<string, number>;
+  /** Dotted config overrides (`env.options.<field>`, `rl.*`, `reward.*`, `detectors.*`) → flag text. */
+  overrides: Record<string, string>;
+  /** The detector names (`detectors.jsonl`'s `detector`) this design is expected to fire, for the lab's report. */
+  expectedDetectors?: readonly string[];
 }
