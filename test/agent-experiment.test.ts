@@ -17,6 +17,7 @@ import { createWorldsRetrievalApp } from "../src/serve/retrieval.ts";
 import { runAgentExperiment } from "../src/train/agentExperiment.ts";
 import { agentHackingMetrics } from "../src/train/agentRun.ts";
 import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
+import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { silentReporter, type Reporter } from "../src/train/experiment.ts";
 import { searchAgent } from "./agent-helpers.ts";
 
@@ -27,6 +28,8 @@ const config = (name: string) =>
   resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "policy.contextLength": "512", "rl.steps": "4", "run.dir": root, "run.name": name, "rl.learningRate": "0.003" }));
 /** A self-reported reward that differs between the members of a group (so every step updates): its answer's length. */
 const lengthReward = (answer: string) => (answer.length % 5) / 4;
+/** The world of a rollout's `ARL_RETRIEVAL_URL` (`<url>/worlds/<k>/rollouts/<id>`), checking the rollout path. */
+const worldOf = (url: string) => /\/worlds\/(\d+)\/rollouts\/[^/]+$/.exec(url)?.[1] ?? `not a rollout URL: ${url}`;
 const read = (name: string, file: string) => readFileSync(join(root, name, file), "utf8");
 const lines = (name: string, file: string) => read(name, file).trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
 
@@ -58,11 +61,11 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
     for (const c of ["sft", "step-1", "step-2", "step-3", "step-4", "final"]) expect(existsSync(join(root, "straight", "checkpoints", c, "trainer-state.json")) || c === "sft").toBe(true);
 
     // RL drew from several worlds, each with its own retrieval URL; evaluation stays in the real world (0).
-    const rlWorlds = new Set(seen.filter(([id]) => id.startsWith("run")).map(([, u]) => u.replace(/.*\/worlds\//, "")));
+    const rlWorlds = new Set(seen.filter(([id]) => id.startsWith("run")).map(([, u]) => worldOf(u)));
     expect(rlWorlds.size).toBeGreaterThan(1);
-    expect(new Set(seen.filter(([id]) => id.startsWith("warm-") || id.startsWith("after-")).map(([, u]) => u.replace(/.*\/worlds\//, "")))).toEqual(new Set(["0"]));
+    expect(new Set(seen.filter(([id]) => id.startsWith("warm-") || id.startsWith("after-")).map(([, u]) => worldOf(u)))).toEqual(new Set(["0"]));
     // Demonstrations in counterfactual worlds (sft.counterfactualWorlds 3 → worlds 1…3) as well as the real one.
-    expect(new Set(seen.filter(([id]) => id.startsWith("demo-")).map(([, u]) => u.replace(/.*\/worlds\//, "")))).toEqual(new Set(["0", "1", "2", "3"]));
+    expect(new Set(seen.filter(([id]) => id.startsWith("demo-")).map(([, u]) => worldOf(u)))).toEqual(new Set(["0", "1", "2", "3"]));
 
     let crashed = false;
     const crashAfterStep2: Reporter = {
@@ -131,6 +134,21 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
     expect(s.after.success).toBeLessThan(100);
     // A flag --agent does not use is named, not silently ignored.
     expect(logs.join("\n")).toContain("warning: --agent does not use rl.klCoef (0.5)");
+  }, 120_000);
+
+  it("scores transcripts with the config's reward terms (--reward.preset composite): parts in metrics and samples", async () => {
+    const cfg = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "policy.contextLength": "512", "rl.steps": "1", "run.dir": root, "run.name": "terms", "reward.preset": "composite" }));
+    const s = await runAgentExperiment(cfg, { agent: searchAgent(), overwrite: true });
+    const m = s.steps[0];
+    for (const t of Object.keys(REWARD_PRESETS.composite.weights)) expect(m[`reward/${t}`], t).toBeTypeOf("number");
+    // A sampled rollout's reward is Σ part × weight, and its search_cost part is −(searches the retrieval server answered).
+    const sample = lines("terms", "samples/step-0.jsonl") as Array<{ reward: { value: number; parts: Record<string, number> }; calls: Array<{ toolCalls: unknown[] }> }>;
+    expect(sample.length).toBeGreaterThan(0);
+    for (const r of sample) {
+      const total = Object.entries(REWARD_PRESETS.composite.weights).reduce((a, [t, w]) => a + w * r.reward.parts[t], 0);
+      expect(r.reward.value).toBeCloseTo(total, 9);
+      expect(Math.abs(r.reward.parts.search_cost)).toBe(r.calls.reduce((a, c) => a + c.toolCalls.length, 0)); // one query per search tool call
+    }
   }, 120_000);
 
   it("serves each world's corpus at its own URL: a counterfactual world's unknown facts differ from the real world's", async () => {

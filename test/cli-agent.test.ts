@@ -66,9 +66,9 @@ describe("arl train --agent", () => {
   }, 300_000);
 
   it("refuses another env, a Tinker backend without the served model's tokenizer, --dry-run and a context too small for an agent's calls, naming them (exit 2)", () => {
-    const c = arl("train", "--smoke", "--agent", "true", "--run.dir", dir);
+    const c = arl("train", "--smoke", "--policy.contextLength", "256", "--agent", "true", "--run.dir", dir);
     expect(c.status).toBe(2);
-    expect(c.stderr).toContain("policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least 512 tokens; got 192");
+    expect(c.stderr).toContain("policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least 512 tokens; got 256");
     const r = arl("train", "--smoke", "--policy.contextLength", "512", "--env", "travel", "--agent", "true", "--run.dir", dir);
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("env.name: arl train --agent trains on the search env");

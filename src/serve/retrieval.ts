@@ -85,6 +85,11 @@ export function passageContents(p: Pick<Passage, "title" | "text">): string {
  * @param defaultTopk the `topk` used when the request gives none (or 0)
  */
 export async function retrieve(index: BM25Index, request: z.output<typeof RetrieveRequest>, defaultTopk = 3): Promise<RetrieveResponse> {
+  return retrieveResponse(await retrieveHits(index, request, defaultTopk), request.return_scores === true);
+}
+
+/** Each query's `topk` best passages (`[query][hit]`, best first), as `retrieve` answers them. */
+async function retrieveHits(index: BM25Index, request: z.output<typeof RetrieveRequest>, defaultTopk: number): Promise<Passage[][]> {
   const topk = request.topk ? request.topk : defaultTopk;
   const hits: Passage[][] = [];
   for (const q of request.queries) {
@@ -92,8 +97,13 @@ export async function retrieve(index: BM25Index, request: z.output<typeof Retrie
     // BM25 runs on the event loop: yield between queries so health checks and other clients are served meanwhile.
     await new Promise<void>((r) => setImmediate(r));
   }
+  return hits;
+}
+
+/** Search-R1's response body for `hits` (`[query][hit]`): scored documents, or bare ones. */
+function retrieveResponse(hits: readonly Passage[][], returnScores: boolean): RetrieveResponse {
   const doc = (p: Passage): RetrievalDocument => ({ id: p.id, contents: passageContents(p) });
-  if (request.return_scores === true) {
+  if (returnScores) {
     return { result: hits.map((list) => list.map((p) => ({ document: doc(p), score: p.score ?? 0 }))) };
   }
   return { result: hits.map((list) => list.map(doc)) };
@@ -115,23 +125,43 @@ export function createRetrievalApp(index: BM25Index, options: RetrievalAppOption
   return app;
 }
 
+/** Options of `createWorldsRetrievalApp`. */
+export interface WorldsRetrievalOptions extends RetrievalAppOptions {
+  /**
+   * Called with what each request to `/worlds/<k>/rollouts/<id>/retrieve` returned (`hits` `[query][hit]`, the
+   * passages as served), before the response is sent: how a trainer knows which passages a black-box agent's search
+   * tool saw, without parsing the agent's messages.
+   */
+  onRetrieve?: (rolloutId: string, world: number, queries: readonly string[], hits: readonly Passage[][]) => void;
+}
+
 /**
  * One server for several worlds' corpora (the real world and counterfactual copies whose facts are permuted): world
  * `k` answers at `<url>/worlds/<k>/retrieve` and `/worlds/<k>/healthz`, exactly as `createRetrievalApp` does at the
  * root, so an agent given `ARL_RETRIEVAL_URL=<url>/worlds/<k>` is unchanged code. The root serves world 0.
+ * `<url>/worlds/<k>/rollouts/<id>/retrieve` (and `/healthz`) is the same, and reports each request to `onRetrieve`
+ * under the rollout's id (an agent given `ARL_RETRIEVAL_URL=<url>/worlds/<k>/rollouts/<id>`).
  * @param indexes `[world]` BM25 indexes
  * @throws Error when `indexes` is empty or `defaultTopk` is not an integer in [1, MAX_TOPK]
  */
-export function createWorldsRetrievalApp(indexes: readonly BM25Index[], options: RetrievalAppOptions = {}): FastifyInstance {
+export function createWorldsRetrievalApp(indexes: readonly BM25Index[], options: WorldsRetrievalOptions = {}): FastifyInstance {
   if (indexes.length === 0) throw new Error("retrieval: createWorldsRetrievalApp needs at least one index");
   const app = createRetrievalApp(indexes[0], options);
   const defaultTopk = options.defaultTopk ?? 3;
-  const world = (raw: string): BM25Index => {
+  const worldOf = (raw: string): number => {
     const k = /^\d+$/.test(raw) ? Number(raw) : -1;
     if (k < 0 || k >= indexes.length) throw Object.assign(new Error(`world ${JSON.stringify(raw)}: expected 0 … ${indexes.length - 1}`), { statusCode: 404 });
-    return indexes[k];
+    return k;
   };
-  app.get<{ Params: { k: string } }>("/worlds/:k/healthz", async (req) => ({ status: "ok", passages: world(req.params.k).size }));
-  app.post<{ Params: { k: string } }>("/worlds/:k/retrieve", async (req) => retrieve(world(req.params.k), parseBody(RetrieveRequest, req.body), defaultTopk));
+  app.get<{ Params: { k: string } }>("/worlds/:k/healthz", async (req) => ({ status: "ok", passages: indexes[worldOf(req.params.k)].size }));
+  app.post<{ Params: { k: string } }>("/worlds/:k/retrieve", async (req) => retrieve(indexes[worldOf(req.params.k)], parseBody(RetrieveRequest, req.body), defaultTopk));
+  app.get<{ Params: { k: string; id: string } }>("/worlds/:k/rollouts/:id/healthz", async (req) => ({ status: "ok", passages: indexes[worldOf(req.params.k)].size }));
+  app.post<{ Params: { k: string; id: string } }>("/worlds/:k/rollouts/:id/retrieve", async (req) => {
+    const k = worldOf(req.params.k);
+    const request = parseBody(RetrieveRequest, req.body);
+    const hits = await retrieveHits(indexes[k], request, defaultTopk);
+    options.onRetrieve?.(req.params.id, k, request.queries, hits);
+    return retrieveResponse(hits, request.return_scores === true);
+  });
   return app;
 }

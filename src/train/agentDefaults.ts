@@ -11,7 +11,9 @@ export const MIN_AGENT_CONTEXT = 512;
  * (`MIN_AGENT_CONTEXT`), training lengths padded to 256 or 512 tokens (`policy.lengthBucket` 256: with the default
  * 64, SFT's and RL's many micro-batch shapes exceeded the embedded model's 4 GiB wasm heap at the first RL step —
  * "Allocation exceeds the 4 GiB memory32 limit" — because jax-js keeps buffers per shape), 300 SFT steps, 40 RL steps
- * × 8 tasks × 8 rollouts, and every held-out question (the world's held-out split has 120).
+ * × 8 tasks × 8 rollouts, every held-out question (the world's held-out split has 120), and the `outcome-only`
+ * reward preset (EM alone; `--reward.preset composite` scores the transcript with the search env's necessity and
+ * evidence terms instead: `gradeTranscript`).
  */
 export const AGENT_DEFAULTS: Readonly<Record<string, string>> = {
   "run.name": "agent",
@@ -22,4 +24,5 @@ export const AGENT_DEFAULTS: Readonly<Record<string, string>> = {
   "rl.tasksPerStep": "8",
   "rl.groupSize": "8",
   "eval.maxTasks": "200",
+  "reward.preset": "outcome-only",
 };

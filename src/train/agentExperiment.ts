@@ -34,7 +34,9 @@ import { createWorldsRetrievalApp } from "../serve/retrieval.ts";
 import { listen } from "../serve/http.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { TRAINER_STATE_FORMAT, loadPolicy, savePolicy, trainerStateText, type TrainerState } from "./checkpoint.ts";
-import { ConfigError, resolveConfig, type ExperimentConfig } from "./config.ts";
+import { ConfigError, resolveConfig, rewardConfigOf, type ExperimentConfig } from "./config.ts";
+import { RetrievalLog, gradeTranscript } from "./agentReward.ts";
+import type { RolloutSnapshot } from "../gateway/registry.ts";
 import { evalTasks, gptConfigOf, openRun, resumeIntent, silentReporter, type Reporter } from "./experiment.ts";
 import type { AgentFunction } from "./agentRollouts.ts";
 import { limited, runAgentRollout, trainAgent, type AgentResumeState, type AgentRolloutRecord, type TrainAgentOptions } from "./agentRun.ts";
@@ -142,8 +144,8 @@ export async function agentTokenizer(config: ExperimentConfig, world: World, opt
 interface ServedWorld {
   world: World;
   index: BM25Index;
-  /** `ARL_RETRIEVAL_URL` of its rollouts. */
-  env: Record<string, string>;
+  /** `ARL_RETRIEVAL_URL` of a rollout: this world's retrieval, at the rollout's own path (`RetrievalLog`). */
+  env: (rolloutId: string) => Record<string, string>;
 }
 
 /**
@@ -197,8 +199,10 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   const rlWorlds = Array.from({ length: config.rl.counterfactualWorlds }, (_, k) => counterfactualWorld(world, config.run.seed * 1000 + 500 + k + 1));
   const all = [world, ...demoWorlds, ...rlWorlds];
   const indexes = all.map((w) => new BM25Index([...w.passages]));
-  const retrieval = await listen(createWorldsRetrievalApp(indexes));
-  const served: ServedWorld[] = all.map((w, k) => ({ world: w, index: indexes[k], env: { ARL_RETRIEVAL_URL: `${retrieval.url}/worlds/${k}` } }));
+  // Each rollout searches at a URL of its own, so the reward terms see exactly the passages its search tool was served.
+  const retrievals = new RetrievalLog();
+  const retrieval = await listen(createWorldsRetrievalApp(indexes, { onRetrieve: (id, _k, queries, hits) => retrievals.record(id, queries, hits) }));
+  const served: ServedWorld[] = all.map((w, k) => ({ world: w, index: indexes[k], env: (id: string) => ({ ARL_RETRIEVAL_URL: `${retrieval.url}/worlds/${k}/rollouts/${encodeURIComponent(id)}` }) }));
   const real = served[0];
 
   // The policy: the last good RL checkpoint, the warm start, a given checkpoint, or fresh (then SFT below).
@@ -213,7 +217,11 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
       seed: config.run.seed,
     });
-    const base = { agent: options.agent, gateway, grade: (t: Task, a: string | undefined) => gradeAnswer(t, a), rolloutDeadlineMs: deadlineMs };
+    // A rollout the agent does not reward itself is scored by the config's reward terms over its transcript (the
+    // `--agent` default preset, outcome-only, is EM alone).
+    const rewardSpec = rewardConfigOf(config);
+    const grade = (t: Task, a: string | undefined, transcript: RolloutSnapshot) => gradeTranscript(t, a, transcript, retrievals.take(transcript.id), rewardSpec);
+    const base = { agent: options.agent, gateway, grade, rolloutDeadlineMs: deadlineMs };
     const held = evalTasks(world, config);
     const evaluate = async (label: string): Promise<AgentExperimentSummary["before"]> => {
       const bar = reporter.bar(`eval ${label}`, held.length);

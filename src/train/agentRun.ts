@@ -11,7 +11,7 @@ import { MAX_TIMER_MS, ToolLimiter } from "../env/tool.ts";
 import type { AdamParams, LossConfig, LossFnName, TrainingBackend } from "../policy/types.ts";
 import type { RolloutSnapshot } from "../gateway/registry.ts";
 import type { RunningGateway } from "../gateway/server.ts";
-import type { RolloutRecord } from "../gateway/types.ts";
+import type { GatewayReward, RolloutRecord } from "../gateway/types.ts";
 import { neededCalls } from "../reward/evidence.ts";
 import { referenceKl } from "../reward/detectors.ts";
 import { agentBatch, runAgentCommand, type AgentContext, type AgentFunction, type AgentResult } from "./agentRollouts.ts";
@@ -23,8 +23,9 @@ import { agentBatch, runAgentCommand, type AgentContext, type AgentFunction, typ
  */
 export interface AgentWorld {
   tasks: readonly Task[];
-  /** Environment variables a rollout of this world gets (`AgentContext.env`; a command agent's environment). */
-  env?: Record<string, string>;
+  /** Environment variables a rollout of this world gets (`AgentContext.env`; a command agent's environment), or a
+   * function of the rollout's id giving them (e.g. a retrieval URL of its own, so the server can say what it served). */
+  env?: Record<string, string> | ((rolloutId: string) => Record<string, string>);
 }
 
 /** A finished rollout, what the agent returned (its answer; undefined when it gave none) and, once `trainAgent` has
@@ -52,8 +53,9 @@ export interface TrainAgentOptions {
   tasks?: readonly Task[];
   /** Instead of `tasks`: each step draws one world (seeded), then its tasks. */
   worlds?: readonly AgentWorld[];
-  /** Scores a rollout the agent did not reward itself, from its answer and transcript (e.g. EM against `task.answers`). */
-  grade: (task: Task, answer: string | undefined, transcript: RolloutSnapshot) => number;
+  /** Scores a rollout the agent did not reward itself, from its answer and transcript (e.g. EM against `task.answers`,
+   * or `gradeTranscript`'s reward terms): a value, or a value with named parts (`reward/<part>` in the metrics). */
+  grade: (task: Task, answer: string | undefined, transcript: RolloutSnapshot) => number | GatewayReward | Promise<number | GatewayReward>;
   steps: number;
   /** Tasks per step. */
   tasksPerStep: number;
@@ -117,6 +119,7 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
       datums: batch.datums.length,
       calls: meanOf(rewardedRecords.map((r) => r.calls.length)),
       tool_calls: meanOf(rewardedRecords.map(toolCallsOf)),
+      ...rewardPartMeans(rewardedRecords),
       ...agentHackingMetrics(groups.flatMap((g, t) => g.map((r) => ({ record: r, task: tasks[t] })))),
     };
     if (options.reference && batch.datums.length > 0) metrics["hack/kl_ref"] = await klToReference(options.reference, batch.datums);
@@ -135,6 +138,20 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
 }
 
 const meanOf = (xs: readonly number[]): number => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+/** Mean of each named reward part over the rollouts that carry it (`reward/<part>`), e.g. `reward/guess`. */
+function rewardPartMeans(records: readonly RolloutRecord[]): Metrics {
+  const sums = new Map<string, { sum: number; n: number }>();
+  for (const r of records) {
+    for (const [k, v] of Object.entries(r.reward?.parts ?? {})) {
+      const e = sums.get(k) ?? { sum: 0, n: 0 };
+      e.sum += v;
+      e.n += 1;
+      sums.set(k, e);
+    }
+  }
+  return Object.fromEntries([...sums].map(([k, e]) => [`reward/${k}`, e.sum / e.n]));
+}
+
 const toolCallsOf = (r: RolloutRecord): number => r.calls.reduce((a, c) => a + c.toolCalls.length, 0);
 
 /** KL of the sampled tokens to the reference policy (k1, nats/token) over the first 16 datums of the batch. */
@@ -185,8 +202,9 @@ export async function runAgentRollout(
   options: Pick<TrainAgentOptions, "agent" | "gateway" | "apiKey" | "grade" | "rolloutDeadlineMs">,
   id: string,
   task: Task,
-  env: Record<string, string> = {},
+  worldEnv: AgentWorld["env"] = {},
 ): Promise<AgentRolloutRecord> {
+  const env = typeof worldEnv === "function" ? worldEnv(id) : worldEnv;
   const reg = options.gateway.registry;
   reg.open(id, { meta: { taskId: task.id }, deadlineMs: options.rolloutDeadlineMs });
   const deadline = new AbortController();
@@ -219,7 +237,12 @@ export async function runAgentRollout(
   } else if (open()) {
     // The agent is done: no more calls; it reported no reward, so the trainer grades its answer and transcript.
     if (reg.status(id) === "open") reg.finish(id);
-    reg.reward(id, options.grade(task, result.answer, reg.snapshot(id)));
+    const graded = await options.grade(task, result.answer, reg.snapshot(id));
+    // The grade may have awaited (reward terms): a deadline may have dropped the rollout meanwhile.
+    if (reg.status(id) === "finished") {
+      if (typeof graded === "number") reg.reward(id, graded);
+      else reg.reward(id, graded.value, graded.parts);
+    }
   }
   const record = await reg.wait(id);
   return result.answer === undefined ? record : { ...record, answer: result.answer };
