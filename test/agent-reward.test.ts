@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Passage, Task } from "../src/core/types.ts";
-import type { GatewayCall } from "../src/gateway/types.ts";
+import type { GatewayCall, GatewaySegment } from "../src/gateway/types.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { createWorldsRetrievalApp } from "../src/serve/retrieval.ts";
@@ -17,7 +17,7 @@ const passage = (id: string, text: string): Passage => ({ id, title: "Avaloria",
 const call = (index: number, content: string, toolCalls: GatewayCall["toolCalls"] = [], extra: Partial<GatewayCall> = {}): GatewayCall => ({
   index, promptTokens: [1, 2], completionTokens: [3, 4, 5], logprobs: [-0.1, -0.2, -0.3], finishReason: toolCalls.length > 0 ? "tool_calls" : "stop", content, toolCalls, invalid: false, ms: 1, ...extra,
 });
-const segments = [{ tokens: [1, 2, 3, 4, 5], lossMask: [0, 0, 1, 1, 1], logprobs: [0, 0, -0.1, -0.2, -0.3] }];
+const segments: GatewaySegment[] = [{ tokens: [1, 2, 3, 4, 5], lossMask: [0, 0, 1, 1, 1], logprobs: [0, 0, -0.1, -0.2, -0.3], promptLength: 2, calls: [0] }];
 const composite = { weights: REWARD_PRESETS.composite.weights };
 
 describe("agentTrajectory: the trajectory an agent's calls and its retrieval requests describe", () => {
