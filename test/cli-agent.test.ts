@@ -85,4 +85,17 @@ describe("arl train --agent", () => {
     expect(q.status).toBe(2);
     expect(q.stderr).toContain("--agent: --dry-run is not supported with --agent yet");
   }, 120_000);
+
+  it("applies --agent's measured defaults (AGENT_DEFAULTS) under the flags; --smoke keeps a 512-token context", () => {
+    const cfg = (...a: string[]) => {
+      const r = arl("train", "--agent", "true", "--print-config", ...a);
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as { run: { name: string }; policy: { contextLength: number; lengthBucket: number }; sft: { steps: number }; rl: { steps: number; tasksPerStep: number; groupSize: number }; reward: { preset: string } };
+    };
+    const d = cfg("--rl.steps", "7");
+    expect([d.run.name, d.policy.contextLength, d.policy.lengthBucket, d.sft.steps, d.rl.tasksPerStep, d.rl.groupSize, d.reward.preset]).toEqual(["agent", 512, 256, 300, 8, 8, "outcome-only"]);
+    expect(d.rl.steps).toBe(7); // a flag wins over the default
+    const s = cfg("--smoke");
+    expect([s.run.name, s.policy.contextLength, s.sft.steps]).toEqual(["smoke-agent", 512, 4]);
+  }, 120_000);
 });
