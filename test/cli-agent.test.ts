@@ -65,7 +65,7 @@ describe("arl train --agent", () => {
     expect(bad.stderr).toContain(`--agent-module: ${noFn} exports no agent function`);
   }, 300_000);
 
-  it("refuses another env, a Tinker backend without the served model's tokenizer, --dry-run and a context too small for an agent's calls, naming them (exit 2)", () => {
+  it("refuses another env, a Tinker backend without the served model's tokenizer, an agent that fails the --dry-run probe and a context too small for an agent's calls, naming them (exit 2)", () => {
     const c = arl("train", "--smoke", "--policy.contextLength", "256", "--agent", "true", "--run.dir", dir);
     expect(c.status).toBe(2);
     expect(c.stderr).toContain("policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least 512 tokens; got 256");
@@ -81,9 +81,10 @@ describe("arl train --agent", () => {
     const o = arl("train", "--smoke", "--agent-deadline", "2000", "--run.dir", dir);
     expect(o.status).toBe(2);
     expect(o.stderr).toContain("--agent-deadline: only with --agent or --agent-module");
-    const q = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", "true", "--dry-run", "--run.dir", dir);
+    // --dry-run probes the agent once against the scripted teacher: `true` never calls the model.
+    const q = arl("train", "--smoke", "--agent", "true", "--dry-run", "--run.dir", dir);
     expect(q.status).toBe(2);
-    expect(q.stderr).toContain("--agent: --dry-run is not supported with --agent yet");
+    expect(q.stderr).toMatch(/--agent: the probe rollout \(the careful teacher answering through the gateway, question ".+"\) was dropped: the agent finished without calling the model/);
   }, 120_000);
 
   it("applies --agent's measured defaults (AGENT_DEFAULTS) under the flags; --smoke keeps a 512-token context", () => {
@@ -97,5 +98,11 @@ describe("arl train --agent", () => {
     expect(d.rl.steps).toBe(7); // a flag wins over the default
     const s = cfg("--smoke");
     expect([s.run.name, s.policy.contextLength, s.sft.steps]).toEqual(["smoke-agent", 512, 4]);
+    // --dry-run: the checks and one probe rollout of the example agent (it searches an unknown fact), nothing written.
+    const dry = arl("train", "--agent-module", join(repo, "examples", "agents", "openai-search-function.mjs"), "--dry-run", "--run.dir", join(dir, "dry"));
+    expect(dry.status, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain("dry run: OK — nothing trained, nothing written");
+    expect(dry.stdout).toMatch(/agent: probe rollout against the careful teacher: 2 model call\(s\), 1 tool call\(s\), 1 segment\(s\), 0 mismatch\(es\); answer "(.+)" \(gold "\1"\), reward 1/);
+    expect(existsSync(join(dir, "dry"))).toBe(false);
   }, 120_000);
 });

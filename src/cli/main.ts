@@ -175,12 +175,16 @@ program
       if (orphan.length > 0) throw new ConfigError([`${orphan.join(", ")}: only with --agent or --agent-module`]);
     }
     if (opts.agent !== undefined || opts.agentModule !== undefined) {
-      if (opts.dryRun) throw new ConfigError(["--agent: --dry-run is not supported with --agent yet (run with --smoke-sized flags instead)"]);
-      const { runAgentExperiment } = await import("../train/agentExperiment.ts");
+      const { dryRunAgent, runAgentExperiment } = await import("../train/agentExperiment.ts");
       const t0 = performance.now();
       const deadline = opts.agentDeadline === undefined ? undefined : Number(opts.agentDeadline);
       if (deadline !== undefined && !(Number.isInteger(deadline) && deadline >= 1 && deadline <= 2 ** 31 - 1)) {
         throw new ConfigError([`--agent-deadline: expected an integer number of ms in 1..2147483647, got ${JSON.stringify(opts.agentDeadline)}`]);
+      }
+      if (opts.dryRun) {
+        const lines = await dryRunAgent(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, agentId: opts.agentModule !== undefined ? `module: ${resolvePath(opts.agentModule)}` : undefined, overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
+        console.log(`dry run: OK — nothing trained, nothing written\n  ${lines.join("\n  ")}`);
+        return;
       }
       const summary = await runAgentExperiment(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, agentId: opts.agentModule !== undefined ? `module: ${resolvePath(opts.agentModule)}` : undefined, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
       console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 || opts.agentWarmStart ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);

@@ -37,13 +37,13 @@ import { TRAINER_STATE_FORMAT, loadPolicy, savePolicy, trainerStateText, type Tr
 import { ConfigError, resolveConfig, rewardConfigOf, type ExperimentConfig } from "./config.ts";
 import { RetrievalLog, gradeTranscript } from "./agentReward.ts";
 import type { RolloutSnapshot } from "../gateway/registry.ts";
-import { evalTasks, gptConfigOf, openRun, resumeIntent, silentReporter, type Reporter } from "./experiment.ts";
+import { checkReward, evalTasks, gptConfigOf, openRun, resumeIntent, silentReporter, type Reporter } from "./experiment.ts";
 import type { AgentFunction } from "./agentRollouts.ts";
 import { limited, runAgentRollout, trainAgent, type AgentResumeState, type AgentRolloutRecord, type TrainAgentOptions } from "./agentRun.ts";
 import { ToolLimiter } from "../env/tool.ts";
 import { segmentToDatum } from "./agentRollouts.ts";
 import { teacherSampler } from "./agentTeacher.ts";
-import { RunDir } from "./runDir.ts";
+import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
 import { MIN_AGENT_CONTEXT } from "./agentDefaults.ts";
 
 /** Options of `runAgentExperiment`. */
@@ -155,15 +155,7 @@ interface ServedWorld {
  *   `MIN_AGENT_CONTEXT`, a run folder that exists without `overwrite`/`resume`, or a resume with a different config
  */
 export async function runAgentExperiment(config: ExperimentConfig, options: AgentExperimentOptions): Promise<AgentExperimentSummary> {
-  if (config.env.name !== "search") {
-    throw new ConfigError([`env.name: arl train --agent trains on the search env (its retrieval is served to the agent as ARL_RETRIEVAL_URL); got ${config.env.name}`]);
-  }
-  if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
-    throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
-  }
-  if (config.rl.advantage !== "grpo" && config.rl.advantage !== "drgrpo") {
-    throw new ConfigError([`rl.advantage: arl train --agent computes grpo or drgrpo advantages over each task's group of rollouts; got ${config.rl.advantage} (the other estimators run in arl train's own loop)`]);
-  }
+  checkAgentConfig(config);
   const reporter = options.reporter ?? silentReporter;
   const overwrite = options.overwrite ?? false;
   const world = buildWorld({ seed: config.run.seed, ...config.env.world });
@@ -324,6 +316,80 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       closeBackend(x);
       if (x instanceof EmbeddedBackend) x.dispose();
     }
+  }
+}
+
+/**
+ * The config checks an `--agent` run makes before it starts anything.
+ * @throws ConfigError naming `env.name` (only search), `policy.contextLength` (< `MIN_AGENT_CONTEXT`), `rl.advantage`
+ *   (only grpo / drgrpo), or the reward (`checkReward`: an unknown term, a judge without `reward.options.judge`)
+ */
+function checkAgentConfig(config: ExperimentConfig): void {
+  if (config.env.name !== "search") {
+    throw new ConfigError([`env.name: arl train --agent trains on the search env (its retrieval is served to the agent as ARL_RETRIEVAL_URL); got ${config.env.name}`]);
+  }
+  if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
+    throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
+  }
+  if (config.rl.advantage !== "grpo" && config.rl.advantage !== "drgrpo") {
+    throw new ConfigError([`rl.advantage: arl train --agent computes grpo or drgrpo advantages over each task's group of rollouts; got ${config.rl.advantage} (the other estimators run in arl train's own loop)`]);
+  }
+  checkReward(config);
+}
+
+/**
+ * `arl train --agent … --dry-run`: checks what a run needs without training or writing anything — the config
+ * (`checkAgentConfig`), the tokenizer (the world's words, `policy.tinker.tokenizer`, or the `warmStart` checkpoint,
+ * loaded), the run folder (a run already there needs `overwrite` or `resume`, and `resume` the same config and
+ * agent), and the agent itself: one **probe rollout** of an unknown-fact training question against the scripted careful
+ * teacher behind a gateway of its own (the warm start's teacher: no model is trained or sampled), which must call the
+ * gateway and return, so a broken agent command, a wrong `OPENAI_BASE_URL` use or a crash is found in seconds.
+ * @returns lines of a short summary (world, tokenizer, sizes, reward, the probe's calls, searches, segments and answer)
+ * @throws ConfigError naming the field or flag; `--agent` with the probe's drop reason when the probe was dropped
+ */
+export async function dryRunAgent(config: ExperimentConfig, options: AgentExperimentOptions): Promise<string[]> {
+  checkAgentConfig(config);
+  const world = buildWorld({ seed: config.run.seed, ...config.env.world });
+  if (world.train.length === 0 || world.test.length === 0) throw new ConfigError([`env.world: the world has ${world.train.length} training and ${world.test.length} held-out questions (expected ≥ 1 each; change env.world.numCountries or env.world.testFraction)`]);
+  const { tokenizer } = await agentTokenizer(config, world, options);
+  const folder = join(config.run.dir, config.run.name);
+  const agentId = options.agentId ?? (typeof options.agent === "string" ? `command: ${options.agent}` : "function");
+  const holder = existsSync(join(folder, "config.yaml")) ? lockHolder(folder) : undefined;
+  if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder}; wait for it or stop it`]);
+  if (runFolderState(folder) === "run" && !options.overwrite && !options.resume) {
+    throw new ConfigError([`run.name: run folder ${folder} already holds a run; choose another name (--run.name), or pass --overwrite or --resume`]);
+  }
+  if (resumeIntent(config, silentReporter, { overwrite: options.overwrite ?? false, resume: options.resume }) && existsSync(join(folder, "agent.json"))) {
+    const saved = JSON.parse(readFileSync(join(folder, "agent.json"), "utf8")) as { agent?: string };
+    if (saved.agent !== agentId) throw new ConfigError([`--agent: the run folder was trained by ${JSON.stringify(saved.agent)}, this command gives ${JSON.stringify(agentId)} (--resume continues the same agent)`]);
+  }
+  const lines = [
+    `world: ${world.countries.length} countries, ${world.passages.length} passages, ${world.train.length} train / ${world.test.length} held-out questions (${evalTasks(world, config).length} evaluated)`,
+    `tokenizer: ${tokenizer.vocabSize} tokens${options.warmStart !== undefined ? ` from ${options.warmStart}` : config.policy.backend === "tinker" ? ` from ${config.policy.tinker.tokenizer}` : " (the world's words and the chat template's)"}; context ${config.policy.contextLength}, training lengths padded to multiples of ${config.policy.lengthBucket}`,
+    `warm start: ${options.warmStart !== undefined ? `from ${options.warmStart}` : `${config.sft.steps} SFT steps on teacher demonstrations (${config.sft.counterfactualWorlds} counterfactual worlds)`}; RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} tasks × ${config.rl.groupSize} rollouts over the real world and ${config.rl.counterfactualWorlds} counterfactual ones`,
+    `reward: ${Object.entries(rewardConfigOf(config).weights).map(([t, w]) => `${t} ${w}`).join(", ")} (unless the agent reports its own); held-out success: EM graded by the trainer`,
+  ];
+  const index = new BM25Index([...world.passages]);
+  const retrievals = new RetrievalLog();
+  const retrieval = await listen(createWorldsRetrievalApp([index], { onRetrieve: (id, _k, queries, hits) => retrievals.record(id, queries, hits) }));
+  const teacher = teacherSampler(world.train, tokenizer, index, { persona: "careful", valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed });
+  const gateway = await startGateway({ policy: { name: "arl/policy", sampler: teacher, tokenizer, contextLength: config.policy.contextLength, maxTokens: config.rl.maxTokensPerTurn }, seed: config.run.seed });
+  try {
+    // An unknown-fact question, so the probe exercises the agent's search tool as well as its model calls.
+    const task = world.train.find((t) => t.known === false) ?? world.train[0];
+    const id = `dry-run-${config.run.seed}`;
+    const rewardSpec = rewardConfigOf(config);
+    const r = await runAgentRollout(
+      { agent: options.agent, gateway, rolloutDeadlineMs: options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS, grade: (t, a, transcript) => gradeTranscript(t, a, transcript, retrievals.take(transcript.id), rewardSpec) },
+      id, task, { ARL_RETRIEVAL_URL: `${retrieval.url}/worlds/0/rollouts/${id}` },
+    );
+    if (r.status !== "rewarded") throw new ConfigError([`--agent: the probe rollout (the careful teacher answering through the gateway, question ${JSON.stringify(task.question)}) was dropped: ${r.dropReason} — see examples/agents/README.md for the contract`]);
+    const searches = r.calls.reduce((a, c) => a + c.toolCalls.length, 0);
+    lines.push(`agent: probe rollout against the careful teacher: ${r.calls.length} model call(s), ${searches} tool call(s), ${r.segments.length} segment(s), ${r.mismatches} mismatch(es); answer ${JSON.stringify(r.answer ?? null)} (gold ${JSON.stringify(task.answers[0])}), reward ${r.reward!.value}`);
+    return lines;
+  } finally {
+    await gateway.close();
+    await retrieval.close();
   }
 }
 
