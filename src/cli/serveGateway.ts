@@ -1,7 +1,8 @@
 /**
  * `arl serve gateway`: the OpenAI-compatible training gateway (src/gateway/) in front of a policy — a checkpoint's
- * embedded policy (`--checkpoint <dir>`, loaded as `arl serve openai` does) or a fresh smoke model (`--smoke`: the
- * travel recipe's smoke shape and hermes vocabulary, untrained). An agent points its OpenAI base URL at
+ * embedded policy (`--checkpoint <dir>`, loaded as `arl serve openai` does), a fresh smoke model (`--smoke`: the
+ * travel recipe's smoke shape and hermes vocabulary, untrained), or a Tinker server's sampler
+ * (`--policy.backend tinker`, `loadTinkerGatewayPolicy`). An agent points its OpenAI base URL at
  * `<url>/rollout/<id>/v1` and reports `POST <url>/rollout/<id>/reward {value, parts?}`.
  *
  * Rollouts are opened with `POST /rollout/<id>/open {meta?, deadline_ms?}` (an external trainer), or, with
@@ -23,6 +24,10 @@ import { loadPolicy } from "../train/checkpoint.ts";
 import { ConfigError, applyOverrides, resolveConfig } from "../train/config.ts";
 import { recipeSetup } from "../train/recipeRun.ts";
 import { untilSignal } from "../serve/http.ts";
+import { loadTokenizer } from "../policy/hf/index.ts";
+import type { Tokenizer } from "../policy/tokenizer.ts";
+import { closeBackend, createBackend } from "../train/backends.ts";
+import { gptConfigOf } from "../train/experiment.ts";
 import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
 import { checkpointModelName } from "./serveTrainer.ts";
 
@@ -57,6 +62,7 @@ export async function loadGatewayPolicy(
   opts: { checkpoint?: string; smoke?: boolean; modelName?: string; maxTokens?: number },
   overrides: Record<string, string> = {},
 ): Promise<LoadedGatewayPolicy> {
+  if (overrides["policy.backend"] === "tinker") return loadTinkerGatewayPolicy(opts, overrides);
   if ((opts.checkpoint === undefined) === (opts.smoke !== true)) {
     throw new ConfigError(["--checkpoint or --smoke: give exactly one (a policy checkpoint folder, e.g. runs/travel/checkpoints/final, or a fresh smoke model)"]);
   }
@@ -85,6 +91,38 @@ export async function loadGatewayPolicy(
 }
 
 /**
+ * A Tinker server's sampler behind the gateway (`--policy.backend tinker --policy.tinker.baseUrl <url>
+ * --policy.tinker.baseModel <name>`): a new model of the base model on that server (`createBackend`, as `arl train`
+ * makes one), sampled through its sampling client. The gateway renders chat messages into tokens itself, so it needs
+ * the served model's tokenizer: `--policy.tinker.tokenizer <dir>` (a Hugging Face tokenizer folder, context
+ * `policy.contextLength`), or `--checkpoint <dir>` when the server serves that checkpoint as its base model
+ * (`arl serve trainer --checkpoint <dir>`: its tokenizer and context are read, its weights stay on the server).
+ * @throws ConfigError naming `policy.tinker.tokenizer` when neither gives a tokenizer, or `--smoke` with tinker; Error
+ *   when the server refuses the model
+ */
+async function loadTinkerGatewayPolicy(opts: { checkpoint?: string; smoke?: boolean; modelName?: string; maxTokens?: number }, overrides: Record<string, string>): Promise<LoadedGatewayPolicy> {
+  if (opts.smoke === true) throw new ConfigError(["--smoke: with --policy.backend tinker the server's model is served; drop --smoke"]);
+  const config = resolveConfig(applyOverrides({}, overrides));
+  const t = config.policy.tinker;
+  let tokenizer: Tokenizer;
+  let contextLength = config.policy.contextLength;
+  if (t.tokenizer !== undefined) tokenizer = loadTokenizer(t.tokenizer);
+  else if (opts.checkpoint !== undefined) {
+    const p = await loadPolicy(opts.checkpoint);
+    tokenizer = p.tokenizer;
+    contextLength = p.gpt.contextLength;
+    (p.backend as { dispose?: () => void }).dispose?.();
+  } else {
+    throw new ConfigError(["policy.tinker.tokenizer: with --policy.backend tinker the gateway renders messages with the served model's tokenizer — --policy.tinker.tokenizer <folder with tokenizer.json>, or --checkpoint <dir> for a model the server serves from that checkpoint (arl serve trainer --checkpoint <dir>)"]);
+  }
+  const backend = await createBackend(config, gptConfigOf(config, tokenizer.vocabSize));
+  return {
+    policy: { name: opts.modelName ?? t.baseModel, sampler: backend.samplingClient(), tokenizer, contextLength, ...(opts.maxTokens ? { maxTokens: opts.maxTokens } : {}) },
+    dispose: () => closeBackend(backend),
+  };
+}
+
+/**
  * An `onRecord` that appends each record as one JSON line to `file` (its folder created).
  * @throws Error when the folder cannot be created
  */
@@ -105,7 +143,7 @@ export function registerServeGateway(serve: Command, overrides: () => Record<str
   serveFlags(
     serve
       .command("gateway")
-      .description("An OpenAI-compatible training gateway: agents call /rollout/<id>/v1/chat/completions and report POST /rollout/<id>/reward")
+      .description("An OpenAI-compatible training gateway: agents call /rollout/<id>/v1/chat/completions and report POST /rollout/<id>/reward; --policy.backend tinker --policy.tinker.baseUrl URL --policy.tinker.baseModel NAME serves a Tinker server's sampler (tokenizer: --policy.tinker.tokenizer DIR, or --checkpoint DIR the server serves)")
       .option("--checkpoint <dir>", "policy checkpoint folder to serve, e.g. runs/travel/checkpoints/final")
       .option("--smoke", "serve a fresh, untrained smoke model (the travel recipe's smoke shape and hermes vocabulary)")
       .option("--model-name <name>", "the model id the gateway reports (default arl/<run>-<checkpoint>, or arl/smoke)")
