@@ -41,7 +41,7 @@ import { checkReward, evalTasks, gptConfigOf, openRun, resumeIntent, silentRepor
 import type { AgentFunction } from "./agentRollouts.ts";
 import { limited, runAgentRollout, trainAgent, type AgentResumeState, type AgentRolloutRecord, type TrainAgentOptions } from "./agentRun.ts";
 import { ToolLimiter } from "../env/tool.ts";
-import { segmentToDatum } from "./agentRollouts.ts";
+import { AGENT_ESTIMATORS, segmentToDatum, type AgentEstimator } from "./agentRollouts.ts";
 import { teacherSampler } from "./agentTeacher.ts";
 import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
 import { MIN_AGENT_CONTEXT } from "./agentDefaults.ts";
@@ -284,7 +284,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       lossFn: config.rl.lossFn,
       lossConfig: { clipLow: config.rl.clipLow, clipHigh: config.rl.clipHigh, normalization: config.rl.advantage === "drgrpo" ? "constant" : "tokens", constantLength: config.rl.maxTokensPerTurn * config.env.maxTurns },
       adam: { learningRate: config.rl.learningRate, gradClip: config.rl.gradClip },
-      normalizeStd: config.rl.advantage === "grpo",
+      estimator: config.rl.advantage as AgentEstimator,
       onStep: async (step, m, records, state) => {
         steps.push(m);
         last = state;
@@ -322,7 +322,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
 /**
  * The config checks an `--agent` run makes before it starts anything.
  * @throws ConfigError naming `env.name` (only search), `policy.contextLength` (< `MIN_AGENT_CONTEXT`), `rl.advantage`
- *   (only grpo / drgrpo), or the reward (`checkReward`: an unknown term, a judge without `reward.options.judge`)
+ *   (only `AGENT_ESTIMATORS`), or the reward (`checkReward`: an unknown term, a judge without `reward.options.judge`)
  */
 function checkAgentConfig(config: ExperimentConfig): void {
   if (config.env.name !== "search") {
@@ -331,8 +331,8 @@ function checkAgentConfig(config: ExperimentConfig): void {
   if (config.policy.contextLength < MIN_AGENT_CONTEXT) {
     throw new ConfigError([`policy.contextLength: an agent's calls (chat template, its tool schemas, its messages, retrieved passages) need at least ${MIN_AGENT_CONTEXT} tokens; got ${config.policy.contextLength} (e.g. --policy.contextLength ${MIN_AGENT_CONTEXT})`]);
   }
-  if (config.rl.advantage !== "grpo" && config.rl.advantage !== "drgrpo") {
-    throw new ConfigError([`rl.advantage: arl train --agent computes grpo or drgrpo advantages over each task's group of rollouts; got ${config.rl.advantage} (the other estimators run in arl train's own loop)`]);
+  if (!(AGENT_ESTIMATORS as readonly string[]).includes(config.rl.advantage)) {
+    throw new ConfigError([`rl.advantage: arl train --agent computes advantages from each rollout's reward: ${AGENT_ESTIMATORS.join(", ")}; got ${config.rl.advantage} (gae, gigpo and reinforce_plus_plus need the policy's own turns: arl train's loop)`]);
   }
   checkReward(config);
 }

@@ -5,7 +5,7 @@
  */
 import { spawn } from "node:child_process";
 import type { Datum, Task } from "../core/types.ts";
-import { grpoAdvantages, tokenAdvantages } from "../algo/advantages.ts";
+import { grpoAdvantages, opoAdvantages, passkAdvantages, reinforcePlusPlusBaselineAdvantages, rlooAdvantages, tokenAdvantages } from "../algo/advantages.ts";
 import type { GatewaySegment, RolloutRecord } from "../gateway/types.ts";
 
 /** What an agent is given for one rollout. */
@@ -145,16 +145,32 @@ export interface AgentBatch {
 }
 
 /**
- * GRPO over groups of rollouts (one group = the G rollouts of one task): advantages from the rewarded rollouts of
- * each group (`grpoAdvantages`; dropped rollouts take no part), then every segment of a rollout becomes a datum with
- * that rollout's advantage — the calls of one episode share its credit, merged or not.
- * @param groups `[task][G]` records
- * @throws Error from `grpoAdvantages` on a non-finite reward
+ * The advantage estimators `trainAgent` computes from rollout rewards alone (veRL `algorithm.adv_estimator` names):
+ * each gives every rewarded rollout one scalar, on all its trained tokens — an agent's calls are not turns the trainer
+ * can value (`gae`) or group by state (`gigpo`), and without a per-token reward `reinforce_plus_plus` is not defined
+ * on merged segments.
  */
-export function agentBatch(groups: readonly (readonly RolloutRecord[])[], options: { normalizeStd: boolean }): AgentBatch {
+export const AGENT_ESTIMATORS = ["grpo", "drgrpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline"] as const;
+/** A name in `AGENT_ESTIMATORS`. */
+export type AgentEstimator = (typeof AGENT_ESTIMATORS)[number];
+
+/**
+ * Advantages over groups of rollouts (one group = the G rollouts of one task) from the rewarded rollouts of each
+ * group (dropped rollouts take no part), then every segment of a rollout becomes a datum with that rollout's advantage
+ * — the calls of one episode share its credit, merged or not. `estimator` (default: `grpo` when `normalizeStd`, else
+ * `drgrpo`): `grpo` / `drgrpo` (`grpoAdvantages` with / without the std division), `rloo` (`rlooAdvantages`), `opo`
+ * (`opoAdvantages`, lengths = the rollout's trained tokens), `grpo_passk` (`passkAdvantages`; a group of one rewarded
+ * rollout gets 0), `reinforce_plus_plus_baseline` (`reinforcePlusPlusBaselineAdvantages`: group-centred, whitened
+ * over every trained token of the batch; a rollout's tokens share one value, which is its scalar here).
+ * @param groups `[task][G]` records
+ * @throws Error from the estimator on a non-finite reward
+ */
+export function agentBatch(groups: readonly (readonly RolloutRecord[])[], options: { normalizeStd: boolean; estimator?: AgentEstimator }): AgentBatch {
+  const estimator = options.estimator ?? (options.normalizeStd ? "grpo" : "drgrpo");
   const batch: AgentBatch = { datums: [], advantages: [], rewarded: 0, dropped: 0, dropReasons: {}, segments: 0, mismatches: 0 };
+  const trained = (r: RolloutRecord) => r.segments.filter((s) => s.tokens.length >= 2 && s.lossMask.some((m) => m === 1));
+  const keptGroups = groups.map((group) => group.filter((r) => r.status === "rewarded" && r.reward !== undefined));
   for (const group of groups) {
-    const kept = group.filter((r) => r.status === "rewarded" && r.reward !== undefined);
     for (const r of group) {
       if (r.status === "dropped" || r.reward === undefined) {
         batch.dropped++;
@@ -162,18 +178,39 @@ export function agentBatch(groups: readonly (readonly RolloutRecord[])[], option
         batch.dropReasons[why] = (batch.dropReasons[why] ?? 0) + 1;
       }
     }
-    const adv = grpoAdvantages(kept.map((r) => r.reward!.value), { normalizeStd: options.normalizeStd });
-    kept.forEach((r, i) => {
-      batch.rewarded++;
-      batch.advantages.push(adv[i]);
-      batch.mismatches += r.mismatches;
-      for (const s of r.segments) {
-        if (s.tokens.length < 2 || !s.lossMask.some((m) => m === 1)) continue;
-        batch.segments++;
-        batch.datums.push(segmentToDatum(s, adv[i]));
+  }
+  const rewardsOf = (kept: readonly RolloutRecord[]) => kept.map((r) => r.reward!.value);
+  // A datum's trained tokens are its weights: the loss mask shifted by one (segmentToDatum).
+  const masksOf = (r: RolloutRecord) => trained(r).flatMap((s) => s.lossMask.slice(1));
+  let perGroup: number[][];
+  if (estimator === "reinforce_plus_plus_baseline") {
+    const masks = keptGroups.map((kept) => kept.map(masksOf));
+    const white = reinforcePlusPlusBaselineAdvantages(keptGroups.map(rewardsOf), masks);
+    perGroup = white.map((g, gi) => g.map((row, i) => row[masks[gi][i].indexOf(1)] ?? 0));
+  } else {
+    perGroup = keptGroups.map((kept) => {
+      const rewards = rewardsOf(kept);
+      if (estimator === "rloo") return rlooAdvantages(rewards);
+      if (estimator === "opo") {
+        const lengths = kept.map((r) => masksOf(r).reduce((a, m) => a + m, 0));
+        return lengths.some((n) => n > 0) ? opoAdvantages(rewards, lengths) : rewards.map(() => 0);
       }
+      if (estimator === "grpo_passk") return rewards.length >= 2 ? passkAdvantages(rewards, { normalizeStd: true }) : rewards.map(() => 0);
+      return grpoAdvantages(rewards, { normalizeStd: estimator === "grpo" });
     });
   }
+  keptGroups.forEach((kept, g) => {
+    kept.forEach((r, i) => {
+      const adv = perGroup[g][i];
+      batch.rewarded++;
+      batch.advantages.push(adv);
+      batch.mismatches += r.mismatches;
+      for (const s of trained(r)) {
+        batch.segments++;
+        batch.datums.push(segmentToDatum(s, adv));
+      }
+    });
+  });
   return batch;
 }
 

@@ -14,7 +14,7 @@ import type { RunningGateway } from "../gateway/server.ts";
 import type { GatewayReward, RolloutRecord } from "../gateway/types.ts";
 import { neededCalls } from "../reward/evidence.ts";
 import { referenceKl } from "../reward/detectors.ts";
-import { agentBatch, runAgentCommand, type AgentContext, type AgentFunction, type AgentResult } from "./agentRollouts.ts";
+import { agentBatch, runAgentCommand, type AgentContext, type AgentEstimator, type AgentFunction, type AgentResult } from "./agentRollouts.ts";
 
 /**
  * Where a step's tasks come from: a set of tasks and what their tools need from the rollout's environment (e.g. the
@@ -67,8 +67,10 @@ export interface TrainAgentOptions {
   lossFn?: LossFnName;
   lossConfig?: LossConfig;
   adam: AdamParams;
-  /** GRPO (true, default) or Dr.GRPO (false). */
+  /** GRPO (true, default) or Dr.GRPO (false), when `estimator` is not given. */
   normalizeStd?: boolean;
+  /** The advantage estimator (`AGENT_ESTIMATORS`, veRL names; default from `normalizeStd`). */
+  estimator?: AgentEstimator;
   /** Rollout ids are `<prefix>-s<step>-t<task>-g<member>` (default `run<seed>`): unique per gateway, and fixed so a
    * rerun samples the same seeds (the gateway derives a call's seed from its rollout id). */
   rolloutPrefix?: string;
@@ -105,7 +107,7 @@ export async function trainAgent(options: TrainAgentOptions): Promise<Metrics[]>
     const limit = new ToolLimiter(options.concurrency ?? 16);
     const groups = await Promise.all(tasks.map((task, t) => Promise.all(Array.from({ length: options.groupSize }, (_, g) => limited(limit, () => runAgentRollout(options, `${options.rolloutPrefix ?? `run${options.seed}`}-s${step}-t${t}-g${g}`, task, world.env))))));
     // 2. reward → 3. advantage (within each task's group; dropped rollouts take no part)
-    const batch = agentBatch(groups, { normalizeStd: options.normalizeStd ?? true });
+    const batch = agentBatch(groups, { normalizeStd: options.normalizeStd ?? true, estimator: options.estimator });
     const rewardedRecords = groups.flat().filter((r) => r.status === "rewarded" && r.reward !== undefined);
     rewardedRecords.forEach((r, i) => (r.advantage = batch.advantages[i])); // agentBatch's order: rewarded, in input order
     const rewards = rewardedRecords.map((r) => r.reward!.value);
