@@ -33,13 +33,25 @@ class ShimWorker {
   private readonly worker: NodeWorker;
   /** Messages posted before the source arrived; sent in order once it has. */
   private queue: unknown[] | null = [];
+  /** Messages posted and not yet answered (jax-js's pool answers each init / kernel / routine message once). */
+  private pending = 0;
 
   constructor(url: string | URL) {
     this.worker = new NodeWorker(BOOTSTRAP, { eval: true });
-    // Idle threads must not keep the process alive (tests and CLIs would hang at exit).
+    // Ref while busy: a thread keeps the process alive only while it owes an answer, so a script that awaits a
+    // kernel is not cut short, and one that is done exits (idle threads used to hold every library script open).
+    // The listeners go on first: attaching a message listener refs the worker's port again.
+    this.worker.on("message", (data: unknown) => {
+      this.pending = Math.max(0, this.pending - 1);
+      if (this.pending === 0) this.worker.unref();
+      this.onmessage?.({ data });
+    });
+    this.worker.on("error", (err: Error) => {
+      this.pending = 0;
+      this.worker.unref();
+      this.onerror?.({ message: err.message });
+    });
     this.worker.unref();
-    this.worker.on("message", (data: unknown) => this.onmessage?.({ data }));
-    this.worker.on("error", (err: Error) => this.onerror?.({ message: err.message }));
     const blob = resolveObjectURL(String(url));
     if (!blob) throw new Error(`threads shim: cannot resolve worker source ${String(url)}`);
     void blob.text().then((src) => {
@@ -51,6 +63,7 @@ class ShimWorker {
   }
 
   postMessage(message: unknown): void {
+    if (this.pending++ === 0) this.worker.ref();
     if (this.queue) this.queue.push(message);
     else this.worker.postMessage(message);
   }
