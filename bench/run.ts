@@ -24,6 +24,7 @@ export const SUITE: Record<string, { script: string; args: string[] }> = {
   "rollout-jax": { script: "rollout", args: ["--engine", "jax"] },
   retrieval: { script: "retrieval", args: [] },
   "end-to-end": { script: "end-to-end", args: [] },
+  view: { script: "view", args: [] },
 };
 
 /** Arguments each bench gets with --quick (scripts that know `--quick` get that; the others a case subset). */
@@ -35,6 +36,7 @@ export const QUICK_ARGS: Record<string, string[]> = {
   "rollout-jax": ["--quick"],
   retrieval: ["--quick"],
   "end-to-end": ["--quick"],
+  view: ["--quick"],
 };
 
 /** Where --quick writes its results and report (gitignored): the committed full results are never replaced. */

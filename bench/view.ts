@@ -13,6 +13,9 @@
  * and a lab of 6 designs of the same shape (8 episodes per step). Values come from a seeded RNG: the viewer's work
  * depends on sizes, not values.
  *
+ * Where a cold open's time went is kept per open in `extra.coldParts` (ms from navigation: DOMContentLoaded = the
+ * page script parsed and run, `indexEnd` / `metricsEnd` = those responses in, then the last draw's data / charts /
+ * whole durations).
  * Measured (median of `--repeats`, 5): time from navigation to the page's "drawn" mark (`body[data-ready]`, set after
  * every chart has rendered) for (1) the run's curves, 8 charts, on a server that has just started (files not read
  * yet; the page script is bundled at start-up and awaited first — it is a one-off per process), (2) the same
@@ -142,7 +145,7 @@ try {
       // where the cold open's time went: the page's own User Timing entries of its last draw, and navigation timing
       coldParts.push(
         (await page.evaluate(
-          `JSON.stringify({ nav: Math.round(performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd), ...Object.fromEntries(["data", "charts", "draw"].map((n) => [n, Math.round(performance.getEntriesByName("arl-view:" + n).at(-1)?.duration ?? -1)])) })`,
+          `JSON.stringify({ nav: Math.round(performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd), ...Object.fromEntries(performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/")).map((e) => [new URL(e.name).pathname.slice(5) + "End", Math.round(e.responseEnd)])), ...Object.fromEntries(["data", "charts", "draw"].map((n) => [n, Math.round(performance.getEntriesByName("arl-view:" + n).at(-1)?.duration ?? -1)])) })`,
         )) as string,
       );
       warm.push(await drawn(page, `${server.url}/?again#view=curves&src=run200&m=${metrics8}&stage=rl`));

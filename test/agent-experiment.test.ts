@@ -149,6 +149,13 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
       expect(r.reward.value).toBeCloseTo(total, 9);
       expect(Math.abs(r.reward.parts.search_cost)).toBe(r.calls.reduce((a, c) => a + c.toolCalls.length, 0)); // one query per search tool call
     }
+    // The held-out transcripts before and after RL, with their questions and gold answers (the viewer's Compare).
+    for (const label of ["warm", "after"]) {
+      const evals = lines("terms", `samples/eval-${label}.jsonl`) as Array<{ question: string; answers: string[]; segments: Array<{ promptLength: number; calls: number[] }> }>;
+      expect(evals).toHaveLength(s.before.n);
+      expect(evals.every((e) => e.question.length > 0 && e.answers.length > 0)).toBe(true);
+      expect(evals.flatMap((e) => e.segments).every((g) => g.promptLength > 0 && g.calls.length > 0)).toBe(true);
+    }
   }, 120_000);
 
   it("serves each world's corpus at its own URL: a counterfactual world's unknown facts differ from the real world's", async () => {

@@ -111,6 +111,31 @@ describe.runIf(HAVE_CHROMIUM)("arl view in Chromium", () => {
       for (const r of rl) expect(values.get(r.step as number), `${id} step ${r.step}`).toBe(r.tool_calls);
     }
     await page.screenshot({ path: join(SHOTS, "lab-overlay.png") });
+    // hide one design and show it again (its points leave the charts and come back; the others are untouched)
+    const before = await curve("tool_calls", "lab/composite");
+    await page.locator('input[data-source="lab/outcome-only"]').uncheck();
+    await settled();
+    expect((await curve("tool_calls", "lab/outcome-only")).size).toBe(0);
+    expect(await curve("tool_calls", "lab/composite")).toEqual(before);
+    await page.locator('input[data-source="lab/outcome-only"]').check();
+    await settled();
+    const back = jsonl(join(FIXTURES, "lab", "designs", "outcome-only", "metrics.jsonl")).filter((r) => r.stage === "rl");
+    expect([...(await curve("tool_calls", "lab/outcome-only")).entries()]).toEqual(back.map((r) => [r.step, r.tool_calls]));
+    // the smoothed lines follow the slider (updated in place) and end up as a fresh page draws them at that weight
+    const smoothPaths = () => page.locator('[data-vega="train/entropy"] svg g.layer_2_marks path').evaluateAll((els) => els.map((e) => e.getAttribute("d") ?? ""));
+    const at03 = await smoothPaths();
+    const withEntropy = [join(FIXTURES, "lab", "designs", "composite"), join(FIXTURES, "lab", "designs", "outcome-only"), join(FIXTURES, "smoke-b")].filter((d) => jsonl(join(d, "metrics.jsonl")).some((r) => r.stage === "rl" && typeof r["train/entropy"] === "number"));
+    expect(at03).toHaveLength(withEntropy.length); // one smoothed line per source that has the metric
+    expect(at03.length).toBeGreaterThan(1);
+    await page.locator("#smoothing").fill("0.9");
+    await settled();
+    expect(await smoothPaths()).not.toEqual(at03);
+    await page.locator("#smoothing").fill("0.2");
+    await settled();
+    const moved = await smoothPaths();
+    expect(await curve("tool_calls", "lab/composite")).toEqual(before);
+    await open("view=curves&src=lab/composite,lab/outcome-only,smoke-b&m=reward/mean,tool_calls,train/entropy,hack/no_answer&stage=rl&smooth=0.2");
+    expect(moved).toEqual(await smoothPaths());
     // a hash change that reorders the charts: each chart still draws its own metric in its own element
     await open("view=curves&src=lab/composite,lab/outcome-only,smoke-b&m=hack/no_answer,train/entropy,tool_calls,reward/mean&stage=rl&smooth=0.3");
     for (const m of ["reward/mean", "tool_calls", "train/entropy", "hack/no_answer"]) {
@@ -176,6 +201,90 @@ describe.runIf(HAVE_CHROMIUM)("arl view in Chromium", () => {
     expect(shown).toEqual(turns.map((t) => (t.tools ?? []).map((c: { name: string; ok: boolean; error?: string }) => `${c.name}() ${c.ok ? "ok" : `failed: ${c.error ?? "error"}`}`)));
     expect(shown.flat().length).toBeGreaterThan(0);
     await page.screenshot({ path: join(SHOTS, "trajectory-grader.png") });
+  });
+
+  it("opens an arl train --agent rollout: its group, its calls and tool results, tokens with the tool results not trained", async () => {
+    type AgentLine = { task: string; reward: { value: number }; advantage: number; calls: { content: string; toolCalls: { name: string; arguments: unknown }[] }[]; segments: { tokens: number[]; text: string[]; lossMask: number[] }[] };
+    const lines = jsonl(join(FIXTURES, "smoke-agent", "samples", "step-0.jsonl")) as unknown as AgentLine[];
+    await open("view=trajectories&tsrc=smoke-agent&file=step-1");
+    await page.locator("#prev-step").click(); // the scrubber moves to step 0
+    await settled();
+    expect(await page.locator("section.content h2").first().textContent()).toContain("RL step 0");
+    expect(await page.locator("section.content").textContent()).toContain("in 4 group(s)");
+    // each rollout's reward and the trainer's advantage, as the samples file has them
+    const rows = await page.locator("tr.episode").evaluateAll((els) => els.map((e) => [e.querySelector('[data-col="reward"]')?.textContent, e.querySelector('[data-col="advantage"]')?.textContent]));
+    expect(rows).toEqual(lines.map((l) => [l.reward.value.toFixed(3), l.advantage.toFixed(3)]));
+    // a rollout that searched and was rewarded (else one that searched)
+    const searched = lines.map((l, i) => [l, i] as const).filter(([l]) => l.calls.some((c) => c.toolCalls.length > 0));
+    const pick = (searched.find(([l]) => l.reward.value > 0) ?? searched[0])[1];
+    await page.locator(`tr.episode[data-episode="${pick}"]`).click();
+    await settled();
+    const l = lines[pick];
+    expect(await page.locator(".turn[data-turn]").count()).toBe(l.calls.length);
+    expect(await page.locator(".turn[data-turn] pre.action").allTextContents()).toEqual(l.calls.map((c) => c.content));
+    expect(await page.locator(".turn[data-turn] [data-tool-call]").evaluateAll((els) => els.map((e) => e.getAttribute("data-tool-call")))).toEqual(l.calls.flatMap((c) => c.toolCalls.map((t) => t.name)));
+    const shownResults = await page.locator("pre[data-tool-result]").allTextContents();
+    expect(shownResults.length).toBeGreaterThan(0);
+    const seg = l.segments[0];
+    const words = (t: string) => t.replace(/↵/g, " ").split(/\s+/).filter((w) => w !== "");
+    const open0 = seg.text.indexOf("<tool_response>");
+    const close0 = seg.text.indexOf("</tool_response>");
+    expect(words(shownResults[0])).toEqual(seg.text.slice(open0 + 1, close0).flatMap(words)); // the passages the search returned
+    await page.screenshot({ path: join(SHOTS, "agent-turns.png") });
+
+    await page.locator('button[data-tab="tokens"]').click();
+    await settled();
+    const spans = await page.locator(".tokens .tok").evaluateAll((els) => els.map((e) => ({ i: Number(e.getAttribute("data-i")), mask: e.getAttribute("data-mask"), role: e.getAttribute("data-role"), cls: e.className, text: e.textContent ?? "" })));
+    const promptLength = seg.lossMask.indexOf(1);
+    expect(spans).toHaveLength(seg.tokens.length - promptLength); // the prompt folded away
+    for (const sp of spans) expect(sp.mask, `token ${sp.i}`).toBe(String(seg.lossMask[sp.i]));
+    const tool = spans.filter((sp) => sp.role === "tool-result");
+    // every token from <tool_response> to </tool_response> is a tool result: loss mask 0, drawn as not trained
+    const inBlocks: number[] = [];
+    let inside = false;
+    seg.text.forEach((w, i) => {
+      if (w === "<tool_response>") inside = true;
+      if (inside) inBlocks.push(i);
+      if (w === "</tool_response>") inside = false;
+    });
+    expect(tool.map((sp) => sp.i)).toEqual(inBlocks);
+    expect(tool.length).toBeGreaterThan(2);
+    for (const sp of tool) {
+      expect(sp.mask).toBe("0");
+      expect(sp.cls).toContain("masked");
+      expect(sp.cls).not.toContain("trained");
+    }
+    expect(words(tool.map((sp) => sp.text).join(" ")).join(" ")).toContain(words(shownResults[0]).join(" "));
+    const acted = spans.filter((sp) => sp.role === "action");
+    expect(acted.length).toBe(seg.lossMask.filter((m) => m === 1).length);
+    for (const sp of acted) expect(sp.cls).toContain("trained");
+    await page.locator(".tokens .tok.tool").first().scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(SHOTS, "agent-tokens.png") });
+  });
+
+  it("compares an --agent run's warm start with after RL on the same held-out tasks", async () => {
+    // the default pair of a folder with an --agent run: its evaluations before and after RL (rollouts.jsonl)
+    const agentOnly = await startViewServer([join(FIXTURES, "smoke-agent")], { port: 0, pollMs: 0 });
+    try {
+      await open("view=compare", agentOnly.url + "/");
+      expect(await page.locator("section.content h2").first().textContent()).toMatch(/smoke-agent · eval-warm.*vs.*smoke-agent · eval-after/);
+    } finally {
+      await agentOnly.close();
+    }
+    await open("view=compare&lsrc=smoke-agent&lfile=eval-warm&rsrc=smoke-agent&rfile=eval-after&diff=1");
+    const rows = jsonl(join(FIXTURES, "smoke-agent", "rollouts.jsonl"));
+    const warm = new Map(rows.filter((r) => r.stage === "eval-warm").map((r) => [r.task as string, r.reward as number]));
+    const after = new Map(rows.filter((r) => r.stage === "eval-after").map((r) => [r.task as string, r.reward as number]));
+    const differ = [...warm.keys()].filter((t) => after.has(t) && warm.get(t) !== after.get(t));
+    expect(await page.locator("section.content h2").first().textContent()).toMatch(/smoke-agent · eval-warm.*vs.*smoke-agent · eval-after/);
+    expect(await page.locator("tr[data-task]").evaluateAll((els) => els.map((e) => e.getAttribute("data-task")))).toEqual(differ);
+    expect(differ.length).toBeGreaterThan(0);
+    const cells = await page.locator("tr[data-task]").evaluateAll((els) => els.map((e) => [...e.querySelectorAll(".badge")].map((b) => b.textContent)));
+    expect(cells).toEqual(differ.map((t) => [warm.get(t) === 1 ? "success" : "fail", after.get(t) === 1 ? "success" : "fail"]));
+    const summary = JSON.parse(readFileSync(join(FIXTURES, "smoke-agent", "agent-summary.json"), "utf8")) as { before: { success: number }; after: { success: number } };
+    expect(await page.locator('[data-note="left"]').textContent()).toContain(`held-out EM ${summary.before.success.toFixed(1)} %`);
+    expect(await page.locator('[data-note="right"]').textContent()).toContain(`held-out EM ${summary.after.success.toFixed(1)} %`);
+    await page.screenshot({ path: join(SHOTS, "agent-compare.png") });
   });
 
   it("filters episodes by outcome and steps by detector", async () => {

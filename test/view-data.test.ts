@@ -10,10 +10,14 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { grpoAdvantages } from "../src/algo/advantages.ts";
 import { emCheck } from "../src/reward/em.ts";
-import { SourceReader, discoverSources, parseJsonLines } from "../src/view/data.ts";
+import { SourceReader, discoverSources, joinTokenTexts, parseJsonLines } from "../src/view/data.ts";
+import { WordTokenizer, type TokenizerJson } from "../src/policy/tokenizer.ts";
+import { compile } from "vega-lite";
 import { createViewApp, ViewCatalog } from "../src/view/server.ts";
 import { scriptJson } from "../src/view/page.ts";
-import { curveRaw, emaSmooth, smoothedPoints } from "../src/view/client/charts.ts";
+import { cachedClientBundle } from "../src/view/bundle.ts";
+import { curveTemplates } from "../src/view/curveTemplates.ts";
+import { curveRaw, curveSpec, emaSmooth, smoothedPoints, vegaSpecOf } from "../src/view/client/charts.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures", "view");
 const tmp = mkdtempSync(join(tmpdir(), "arl-view-data-"));
@@ -33,6 +37,7 @@ describe("discoverSources", () => {
       ["lab/composite", "design"],
       ["lab/outcome-only", "design"],
       ["smoke-a", "run"],
+      ["smoke-agent", "run"],
       ["smoke-b", "run"],
       ["smoke-travel", "run"],
     ]);
@@ -168,6 +173,171 @@ describe("SourceReader", () => {
   });
 });
 
+/** A `writeAgentSamples` line (src/train/agentExperiment.ts). */
+interface AgentLine {
+  task: string;
+  status: string;
+  reward: { value: number; parts?: Record<string, number> } | null;
+  advantage: number | null;
+  answer: string | null;
+  calls: { content: string; toolCalls: { name: string; arguments: unknown }[]; finishReason: string; invalid: boolean }[];
+  segments: { tokens: number[]; text: string[]; lossMask: number[]; logprobs: number[] }[];
+}
+
+describe("an arl train --agent run (test/fixtures/view/smoke-agent)", () => {
+  const AGENT = join(FIXTURES, "smoke-agent");
+  const reader = () => new SourceReader(discoverSources([AGENT])[0]);
+  const lines = (step: number) => jsonl(join(AGENT, "samples", `step-${step}.jsonl`)) as unknown as AgentLine[];
+
+  it("lists its RL steps, and its evaluations from rollouts.jsonl; the summary is agent-summary.json", () => {
+    const r = reader();
+    const files = r.sampleFiles();
+    expect(files.filter((f) => f.type === "step").map((f) => f.step)).toEqual([0, 1, 2, 3]);
+    expect(files.filter((f) => f.type === "eval").map((f) => [f.name, f.from])).toEqual([
+      ["eval-warm", "rollouts"],
+      ["eval-after", "rollouts"],
+    ]);
+    expect(r.metrics().summary).toEqual(JSON.parse(readFileSync(join(AGENT, "agent-summary.json"), "utf8")));
+    expect(r.info().stepsByStage).toEqual({ sft: 500, rl: 4 });
+    expect(r.detectorSteps().guess_unknown).toContain(2); // detectors.jsonl: guess_unknown since step 2
+  });
+
+  it("shows each rollout with the trainer's advantage, its group, its calls as turns and the tool results", () => {
+    const p = reader().samplesOf("step-0");
+    const raw = lines(0);
+    expect(p.episodes).toHaveLength(raw.length);
+    // rl.tasksPerStep 4 × rl.groupSize 4, all written (run.samplesPerStep 16): 4 groups of one task each
+    expect([...new Set(p.episodes.map((e) => e.group))]).toEqual([0, 1, 2, 3]);
+    let results = 0;
+    p.episodes.forEach((e, i) => {
+      const l = raw[i];
+      expect(e.task).toBe(l.task);
+      expect(e.group).toBe(Math.floor(i / 4));
+      expect(e.member).toBe(i % 4);
+      expect(e.reward?.total).toBe(l.reward!.value);
+      expect(e.advantage).toBe(l.advantage);
+      expect(e.advantageSource).toBe("file");
+      expect(e.answer).toBe(l.answer);
+      expect(e.agent?.status).toBe(l.status);
+      expect(e.turns.map((t) => t.action)).toEqual(l.calls.map((c) => c.content));
+      expect(e.turns.map((t) => t.toolCalls!.map((c) => c.name))).toEqual(l.calls.map((c) => c.toolCalls.map((t) => t.name)));
+      expect(e.question).toMatch(/\?$/); // the user message of the first prompt: the task's question
+      // the tool results of call k: the <tool_response> blocks between completion k and k+1, read here by hand
+      const seg = l.segments[0];
+      const completions: [number, number][] = [];
+      seg.lossMask.forEach((m, j) => {
+        if (m === 1 && seg.lossMask[j - 1] !== 1) completions.push([j, j]);
+        if (m === 1) completions.at(-1)![1] = j + 1;
+      });
+      expect(completions).toHaveLength(l.calls.length); // one segment, one run of trained tokens per call
+      e.turns.forEach((t, k) => {
+        const obs = seg.text.slice(completions[k][1], completions[k + 1]?.[0] ?? seg.text.length);
+        const blocks: string[] = [];
+        let cur: string[] | null = null;
+        for (const w of obs) {
+          if (w === "<tool_response>") cur = [];
+          else if (w === "</tool_response>") {
+            blocks.push(cur!.join(" "));
+            cur = null;
+          } else cur?.push(w);
+        }
+        const words = (x: string) => x.split(/\s+/).filter((w) => w !== "").join(" ");
+        expect((t.toolResults ?? []).map(words)).toEqual(blocks.map(words));
+        results += blocks.length;
+      });
+    });
+    expect(results).toBeGreaterThan(0); // the fixture's agent searched and got passages back
+  });
+
+  it("gives every segment's tokens with the loss mask, and locates the tool results: never trained", () => {
+    const p = reader().samplesOf("step-0");
+    const raw = lines(0);
+    let located = 0;
+    p.episodes.forEach((e, i) => {
+      expect(e.segments).toHaveLength(raw[i].segments.length);
+      e.segments!.forEach((t, k) => {
+        const seg = raw[i].segments[k];
+        expect(t.ids).toEqual(seg.tokens);
+        expect(t.lossMask).toEqual(seg.lossMask);
+        expect(t.logprobs).toEqual(seg.logprobs);
+        expect(t.promptLength).toBe(seg.lossMask.indexOf(1));
+        seg.tokens.forEach((id, j) => expect(p.vocab[id]).toBe(seg.text[j]));
+        for (const [a, b] of t.toolResults ?? []) {
+          expect(seg.text[a]).toBe("<tool_response>");
+          expect(seg.text[b - 1]).toBe("</tool_response>");
+          expect(seg.lossMask.slice(a, b).every((m) => m === 0)).toBe(true);
+          located++;
+        }
+        // every <tool_response> token of the segment is inside a located range
+        seg.text.forEach((w, j) => {
+          if (w === "<tool_response>") expect((t.toolResults ?? []).some(([a]) => a === j)).toBe(true);
+        });
+      });
+    });
+    expect(located).toBeGreaterThan(0);
+  });
+
+  it("joins word tokens as the run's tokenizer decodes them", () => {
+    // the run's own tokenizer: the embedded WordTokenizer, as loadPolicy reads it back (src/train/checkpoint.ts)
+    const tok = new WordTokenizer(JSON.parse(readFileSync(join(AGENT, "checkpoints", "sft", "tokenizer.json"), "utf8")) as TokenizerJson);
+    for (const l of lines(1)) for (const seg of l.segments) expect(joinTokenTexts(seg.text, true).text).toBe(tok.decode(seg.tokens));
+    expect(joinTokenTexts(["Hello", ",", " world", "\n"]).text).toBe("Hello, world\n"); // a byte-level BPE's pieces: as they are
+  });
+
+  it("pairs warm start and after-RL evaluation rollouts by task, outcome from the trainer's EM reward", () => {
+    const r = reader();
+    const rows = jsonl(join(AGENT, "rollouts.jsonl"));
+    for (const stage of ["eval-warm", "eval-after"]) {
+      const p = r.samplesOf(stage);
+      const mine = rows.filter((x) => x.stage === stage);
+      expect(p.episodes.map((e) => [e.task, e.reward?.total, e.outcome])).toEqual(mine.map((x) => [x.task, x.reward, x.status !== "rewarded" ? "no-answer" : x.reward === 1 ? "success" : "fail"]));
+      const summary = JSON.parse(readFileSync(join(AGENT, "agent-summary.json"), "utf8")) as Record<string, { success: number; n: number }>;
+      const part = summary[stage === "eval-warm" ? "before" : "after"];
+      expect(p.note).toContain(`held-out EM ${part.success.toFixed(1)} % of ${part.n} tasks`);
+      expect((100 * p.episodes.filter((e) => e.outcome === "success").length) / p.episodes.length).toBe(part.success);
+    }
+  });
+});
+
+describe("page script cache", () => {
+  it("reads the bundle back from disk while its inputs are unchanged, rebuilds when one changed", async () => {
+    const dir = join(tmp, "bundle-cache");
+    const first = await cachedClientBundle({ cacheDir: dir });
+    expect(first.from).toBe("build");
+    const again = await cachedClientBundle({ cacheDir: dir });
+    expect(again.from).toBe("cache");
+    expect(again.text).toBe(first.text);
+    const manifest = JSON.parse(readFileSync(join(dir, "client.json"), "utf8")) as { inputs: Record<string, string> };
+    const ours = Object.keys(manifest.inputs).filter((p) => p.includes(join("src", "view")));
+    expect(ours).toContain(join(import.meta.dirname, "..", "src", "view", "client", "main.ts"));
+    expect(Object.keys(manifest.inputs).some((p) => p.includes(join("node_modules", "vega-lite")))).toBe(true); // the libraries too
+    // an input that changed (its recorded size and mtime no longer match) → bundled again
+    manifest.inputs[ours[0]] = "0:0";
+    writeFileSync(join(dir, "client.json"), JSON.stringify(manifest));
+    expect((await cachedClientBundle({ cacheDir: dir })).from).toBe("build");
+  }, 60_000);
+});
+
+describe("chart specs", () => {
+  it("the bundled templates give each chart exactly the spec Vega-Lite's own compile gives", () => {
+    const templates = curveTemplates();
+    const sourceLists = [["run-a"], ["run-a", "lab/x", 'a "quoted" run'], Array.from({ length: 12 }, (_, i) => `lab/design-${i}`)];
+    for (const m of ["reward/mean", "hack/guess_rate_unknown", "tool_calls/search", "it's", 'a "quoted" key', "back\\slash", "tab\there"]) {
+      for (const sources of sourceLists) {
+        for (const [width, labelled] of [[420, true], [260, false], [1337, true]] as const) {
+          expect(vegaSpecOf(m, sources, width, labelled, templates), `${m} ${sources.length} ${width}`).toEqual(compile(curveSpec(m, sources, width, labelled)).spec);
+        }
+      }
+    }
+  });
+
+  it("the page script ships no Vega-Lite: its templates are compiled at bundle time", async () => {
+    const script = (await cachedClientBundle({ cacheDir: join(tmp, "bundle-cache") })).text;
+    expect(script).toContain("arl-metric"); // the templates' stand-in metric: they are in the script
+    expect(script).not.toMatch(/vega-lite|normalizeEncoding|compositeMark/i); // and Vega-Lite's code is not
+  }, 60_000);
+});
+
 describe("curve smoothing (TensorBoard's debiased EMA)", () => {
   it("debiases the start, passes non-finite values, keeps a constant series exact", () => {
     // s1 = 0.5·1 / (1 − 0.5) = 1; s2 = (0.25 + 0.5·3) / (1 − 0.25) = 7/3; NaN passes; s3 = (0.875 + 0.5·2) / (1 − 0.125) = 15/7
@@ -206,6 +376,9 @@ describe("view server", () => {
     expect((await app.inject({ url: "/api/samples?id=smoke-a&file=../../etc/passwd" })).statusCode).toBe(404);
     expect((await app.inject({ url: "/api/metrics?id=nope" })).statusCode).toBe(404);
     expect((await app.inject({ url: "/api/metrics" })).statusCode).toBe(400);
+    // a metrics payload carries the version the index gives (the page takes one fetched before the index only then)
+    const version = (index.json() as { sources: { id: string; version: string }[] }).sources.find((s) => s.id === "lab/composite")!.version;
+    expect((m.json() as { version: string }).version).toBe(version);
     await app.close();
   });
 
@@ -238,7 +411,7 @@ describe("arl view (CLI)", () => {
     const file = join(tmp, "cli-export.html");
     const r = arl([FIXTURES, "--export", file]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/wrote .*cli-export\.html \([\d.]+ MiB, 6 source\(s\)/);
+    expect(r.stdout).toMatch(/wrote .*cli-export\.html \([\d.]+ MiB, 7 source\(s\)/);
     const html = readFileSync(file, "utf8");
     expect(html).toContain("window.__ARL_VIEW_DATA__=");
     expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=/); // no external script or stylesheet

@@ -226,6 +226,8 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       })));
       bar.stop();
       logRollouts(run, `eval-${label}`, 0, records, reporter);
+      // The held-out transcripts, for the viewer's warm-start-vs-RL comparison (`arl view`).
+      writeAgentSamples(run, `eval-${label}`, records, tokenizer, held);
       const rewarded = records.filter((r) => r.status === "rewarded");
       if (rewarded.length === 0 && records.length > 0) {
         throw new Error(`eval ${label}: every held-out rollout was dropped (first: ${records[0].dropReason}) — nothing the agent does reaches the policy; check the agent, and on a Tinker server that policy.tinker.baseModel is the model whose tokenizer this run uses`);
@@ -461,15 +463,18 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
 }
 
 /**
- * `samples/<name>.jsonl`: one line per rollout — task, status, reward (and parts), advantage, the agent's answer, each
- * call (content, tool calls, finish reason, invalid) and each segment as tokens (`[seq]` ids, their text, the loss
- * mask and the sampler's logprobs in nats), so what was trained is visible token by token.
+ * `samples/<name>.jsonl`: one line per rollout — task (with `tasks`, aligned with `records`: its question and gold
+ * answers), status, reward (and parts), advantage, the agent's answer, each call (content, tool calls, finish reason,
+ * invalid) and each segment as tokens (`[seq]` ids, their text, the loss mask and the sampler's logprobs in nats, the
+ * first prompt's length in tokens, the indices of the calls it holds), so what was trained is visible token by token.
+ * Written per RL step (`step-<n>`) and per held-out evaluation (`eval-warm` / `eval-before`, `eval-after`).
  */
-export function writeAgentSamples(run: RunDir, name: string, records: readonly AgentRolloutRecord[], tokenizer: Tokenizer): void {
-  const lines = records.map((r) =>
+export function writeAgentSamples(run: RunDir, name: string, records: readonly AgentRolloutRecord[], tokenizer: Tokenizer, tasks?: readonly Task[]): void {
+  const lines = records.map((r, i) =>
     JSON.stringify({
       id: r.id,
       task: r.meta.taskId,
+      ...(tasks?.[i] !== undefined ? { question: tasks[i].question, answers: tasks[i].answers } : {}),
       status: r.status,
       reward: r.reward ?? null,
       advantage: r.advantage ?? null,
@@ -477,7 +482,7 @@ export function writeAgentSamples(run: RunDir, name: string, records: readonly A
       dropReason: r.dropReason ?? null,
       mismatches: r.mismatches,
       calls: r.calls.map((c) => ({ content: c.content, toolCalls: c.toolCalls, finishReason: c.finishReason, invalid: c.invalid })),
-      segments: r.segments.map((s) => ({ tokens: s.tokens, text: s.tokens.map((t) => tokenizer.decode([t])), lossMask: s.lossMask, logprobs: s.logprobs })),
+      segments: r.segments.map((s) => ({ tokens: s.tokens, text: s.tokens.map((t) => tokenizer.decode([t])), lossMask: s.lossMask, logprobs: s.logprobs, promptLength: s.promptLength, calls: s.calls })),
     }),
   );
   run.writeText(join("samples", `${name}.jsonl`), lines.join("\n") + "\n");

@@ -20,6 +20,7 @@ import type {
   SamplesPayload,
   SourceInfo,
   SourceKind,
+  ViewAgentInfo,
   ViewEpisode,
   ViewRewardTerm,
   ViewTokens,
@@ -219,25 +220,63 @@ export class SourceReader {
   private readonly detectorsFile: CachedFile;
   private readonly summaryFile: CachedFile;
   private readonly configFile: CachedFile;
+  /** `arl train --agent` runs: every rollout's status and reward (`rollouts.jsonl`), held-out EM before / after. */
+  private readonly rolloutsFile: CachedFile;
+  private readonly agentSummaryFile: CachedFile;
+  private readonly evalWarmFile: CachedFile;
   private readonly samples = new Map<string, { file: CachedFile; key: string; payload: SamplesPayload }>();
   private metricsCache: { key: string; payload: MetricsPayload; steps: Record<string, number[]> } | null = null;
-  private vocab: { key: string; pieces: string[] | null } | null = null;
+  /** `metrics.jsonl` column-wise (what the index needs: stages, keys), without the detector replay of `metrics()`. */
+  private columnsCache: { key: string; rows: Record<string, unknown>[]; stage: string[]; step: number[]; columns: Record<string, (number | null)[]> } | null = null;
+  private firingsCache: { key: string; firings: DetectorFiring[] } | null = null;
+  private vocab: { key: string; pieces: string[] | null; spaced: boolean | undefined } | null = null;
+  private rolloutStages: { key: string; stages: string[] } | null = null;
 
   constructor(readonly ref: SourceRef) {
     this.metricsFile = new CachedFile(join(ref.path, "metrics.jsonl"));
     this.detectorsFile = new CachedFile(join(ref.path, "detectors.jsonl"));
     this.summaryFile = new CachedFile(join(ref.path, "summary.json"));
     this.configFile = new CachedFile(join(ref.path, "config.yaml"));
+    this.rolloutsFile = new CachedFile(join(ref.path, "rollouts.jsonl"));
+    this.agentSummaryFile = new CachedFile(join(ref.path, "agent-summary.json"));
+    this.evalWarmFile = new CachedFile(join(ref.path, "eval-warm.json"));
   }
 
-  /** The folder's sample files now. */
+  /**
+   * The evaluation stages (`eval-…`) of `rollouts.jsonl`, in order of first appearance; found by a scan of the
+   * text for `"stage":"eval-…"` (no JSON parse: the index asks on every poll), cached by the file's stamp.
+   */
+  private evalStages(): string[] {
+    const key = this.rolloutsFile.stamp();
+    if (this.rolloutStages?.key === key) return this.rolloutStages.stages;
+    const stages: string[] = [];
+    const text = key === "-" ? null : this.rolloutsFile.read();
+    if (text !== null) {
+      const complete = text.slice(0, text.lastIndexOf("\n") + 1); // a torn last line waits until it is whole
+      for (const m of complete.matchAll(/"stage":"(eval-[^"\\]*)"/g)) if (!stages.includes(m[1])) stages.push(m[1]);
+    }
+    this.rolloutStages = { key, stages };
+    return stages;
+  }
+
+  /**
+   * The folder's sample files now: `samples/*.jsonl`, and an `--agent` run's evaluations, which live in
+   * `rollouts.jsonl` only (`from: "rollouts"`; a samples file of the same name wins).
+   */
   sampleFiles(): SampleFileInfo[] {
-    return sampleFiles(join(this.ref.path, "samples"));
+    const files = sampleFiles(join(this.ref.path, "samples"));
+    for (const stage of this.evalStages()) {
+      if (!files.some((f) => f.name === stage)) files.push({ name: stage, type: "eval", policy: stage.slice("eval-".length), from: "rollouts" });
+    }
+    return files;
   }
 
-  /** What the folder holds now (reads `metrics.jsonl` when it changed). */
+  /**
+   * What the folder holds now (reads `metrics.jsonl` when it changed). Cheap on purpose — the page waits for the index
+   * of every source before drawing, and polls it: no detector replay here (that is `metrics()`, per source asked for).
+   */
   info(): SourceInfo {
-    const m = this.metrics();
+    const m = this.columns();
     const stages: string[] = [];
     const stepsByStage: Record<string, number> = {};
     for (const s of m.stage) {
@@ -248,9 +287,6 @@ export class SourceReader {
       stepsByStage[s]++;
     }
     const files = this.sampleFiles();
-    // The trainer writes each samples file through a temp file + rename (RunDir.writeSamples), which changes the
-    // folder's mtime: one stat of the folder sees any new or rewritten file, where a stat per file costs ~0.1 ms × steps.
-    const samplesStamp = new CachedFile(join(this.ref.path, "samples")).stamp();
     return {
       id: this.ref.id,
       label: this.ref.label,
@@ -262,10 +298,20 @@ export class SourceReader {
       stepsByStage,
       metricKeys: Object.keys(m.columns).sort(),
       sampleFiles: files,
-      detectorCount: m.detectors.length,
-      version: [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), samplesStamp, files.length].join("|"),
+      detectorCount: this.firings().length,
+      version: this.version(files),
       description: this.ref.description,
     };
+  }
+
+  /**
+   * Changes whenever a file the viewer reads changes. The trainer writes each samples file through a temp file +
+   * rename (RunDir.writeSamples), which changes the folder's mtime: one stat of the folder sees any new or rewritten
+   * file, where a stat per file costs ~0.1 ms × steps.
+   */
+  version(files: readonly SampleFileInfo[] = this.sampleFiles()): string {
+    const samplesStamp = new CachedFile(join(this.ref.path, "samples")).stamp();
+    return [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), samplesStamp, files.length, this.rolloutsFile.stamp(), this.agentSummaryFile.stamp()].join("|");
   }
 
   private settings(): RunSettings {
@@ -291,7 +337,8 @@ export class SourceReader {
    * @returns the payload; empty columns when the run has written nothing yet
    */
   metrics(): MetricsPayload {
-    return this.metricsWithSteps().payload;
+    const version = this.version(); // before reading: a file that changes meanwhile makes the next version differ
+    return { ...this.metricsWithSteps().payload, version };
   }
 
   /**
@@ -303,9 +350,10 @@ export class SourceReader {
     return this.metricsWithSteps().steps;
   }
 
-  private metricsWithSteps(): { payload: MetricsPayload; steps: Record<string, number[]> } {
-    const key = [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), this.configFile.stamp()].join("|");
-    if (this.metricsCache?.key === key) return this.metricsCache;
+  /** `metrics.jsonl` parsed and column-wise, cached by its stamp. */
+  private columns(): { rows: Record<string, unknown>[]; stage: string[]; step: number[]; columns: Record<string, (number | null)[]> } {
+    const key = this.metricsFile.stamp();
+    if (this.columnsCache?.key === key) return this.columnsCache;
     const rows = parseJsonLines(this.metricsFile.read());
     const stage: string[] = [];
     const step: number[] = [];
@@ -321,13 +369,30 @@ export class SourceReader {
       }
       for (const col of Object.values(columns)) if (col.length < i + 1) col.push(null);
     });
-    const detectors = parseJsonLines(this.detectorsFile.read()).flatMap((r): DetectorFiring[] =>
+    this.columnsCache = { key, rows, stage, step, columns };
+    return this.columnsCache;
+  }
+
+  /** `detectors.jsonl`'s firings, cached by its stamp. */
+  private firings(): DetectorFiring[] {
+    const key = this.detectorsFile.stamp();
+    if (this.firingsCache?.key === key) return this.firingsCache.firings;
+    const firings = parseJsonLines(this.detectorsFile.read()).flatMap((r): DetectorFiring[] =>
       typeof r.detector === "string" && typeof r.metric === "string" && num(r.step) !== undefined
         ? [{ detector: r.detector, metric: r.metric, step: num(r.step)!, since: num(r.since), value: num(r.value) ?? NaN, baseline: num(r.baseline), threshold: num(r.threshold), message: typeof r.message === "string" ? r.message : r.detector }]
         : [],
     );
+    this.firingsCache = { key, firings };
+    return firings;
+  }
+
+  private metricsWithSteps(): { payload: MetricsPayload; steps: Record<string, number[]> } {
+    const key = [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), this.configFile.stamp(), this.agentSummaryFile.stamp()].join("|");
+    if (this.metricsCache?.key === key) return this.metricsCache;
+    const { rows, stage, step, columns } = this.columns();
+    const detectors = this.firings();
     let summary: unknown = null;
-    const st = this.summaryFile.read();
+    const st = this.summaryFile.read() ?? this.agentSummaryFile.read(); // an --agent run writes agent-summary.json
     if (st !== null) {
       try {
         summary = JSON.parse(st);
@@ -370,9 +435,12 @@ export class SourceReader {
     const key = file ?? "-";
     if (this.vocab?.key === key) return this.vocab.pieces;
     let pieces: string[] | null = null;
+    let spaced: boolean | undefined;
     if (file !== undefined) {
       try {
-        const tok = JSON.parse(readFileSync(file, "utf8")) as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string }[] };
+        const tok = JSON.parse(readFileSync(file, "utf8")) as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string }[]; decoder?: { type?: unknown } | null };
+        // a WordPiece decoder joins tokens by spaces (the embedded WordTokenizer's); ByteLevel and others keep the text
+        spaced = typeof tok.decoder?.type === "string" ? tok.decoder.type === "WordPiece" : undefined;
         pieces = [];
         const vocab = tok.model?.vocab;
         const entries: [string, number][] = Array.isArray(vocab) ? vocab.map(([t], i) => [t, i]) : Object.entries(vocab ?? {});
@@ -382,7 +450,7 @@ export class SourceReader {
         pieces = null;
       }
     }
-    this.vocab = { key, pieces };
+    this.vocab = { key, pieces, spaced };
     return pieces;
   }
 
@@ -400,17 +468,43 @@ export class SourceReader {
       this.samples.set(name, entry);
     }
     const detectorSteps = this.detectorSteps();
+    if (info.from === "rollouts") {
+      const key = `${this.rolloutsFile.stamp()}|${this.agentSummaryFile.stamp()}|${this.evalWarmFile.stamp()}`;
+      if (entry.key !== key) {
+        entry.key = key;
+        entry.payload = { id: this.ref.id, file: name, episodes: rolloutEvalEpisodes(parseJsonLines(this.rolloutsFile.read()), name), vocab: {}, detectorSteps, note: this.agentEvalNote(name) };
+      }
+      entry.payload.detectorSteps = detectorSteps;
+      return entry.payload;
+    }
     const pieces = this.pieces(); // a checkpoint's tokenizer.json may appear after the samples (key below)
     const key = `${entry.file.stamp()}|${this.configFile.stamp()}|${this.vocab?.key ?? "-"}`;
     if (entry.key !== key) {
       entry.key = key;
-      const episodes = toEpisodes(parseJsonLines(entry.file.read()), info, this.settings());
       const vocab: Record<string, string> = {};
-      if (pieces !== null) for (const e of episodes) for (const id of e.tokens?.ids ?? []) if (pieces[id] !== undefined) vocab[id] = pieces[id];
+      const episodes = toEpisodes(parseJsonLines(entry.file.read()), info, this.settings(), { spaced: this.vocab?.spaced, vocab });
+      if (pieces !== null) for (const e of episodes) for (const seg of e.segments ?? (e.tokens ? [e.tokens] : [])) for (const id of seg.ids) if (vocab[id] === undefined && pieces[id] !== undefined) vocab[id] = pieces[id];
       entry.payload = { id: this.ref.id, file: name, episodes, vocab, detectorSteps };
     }
     entry.payload.detectorSteps = detectorSteps;
     return entry.payload;
+  }
+
+  /** An `--agent` run's held-out EM for an evaluation stage, from `agent-summary.json` (or `eval-warm.json`). */
+  private agentEvalNote(stage: string): string {
+    const read = (f: CachedFile): Record<string, unknown> | null => {
+      try {
+        const t = f.read();
+        return t === null ? null : (JSON.parse(t) as Record<string, unknown>);
+      } catch {
+        return null;
+      }
+    };
+    const summary = read(this.agentSummaryFile);
+    const part = stage === "eval-after" ? summary?.after : (summary?.before ?? read(this.evalWarmFile));
+    const e = part as { success?: unknown; n?: unknown; dropped?: unknown } | undefined | null;
+    const em = num(e?.success) !== undefined ? `held-out EM ${num(e?.success)!.toFixed(1)} % of ${num(e?.n) ?? "?"} tasks (${num(e?.dropped) ?? 0} dropped; ${stage === "eval-after" ? "agent-summary.json" : summary ? "agent-summary.json" : "eval-warm.json"}). ` : "";
+    return `${em}An --agent run keeps only each evaluation rollout's status and reward (rollouts.jsonl; reward = EM of the answer, graded by the trainer): no transcript, no answer.`;
   }
 }
 
@@ -429,8 +523,12 @@ export function outcomeOf(answer: string | null, terms: readonly ViewRewardTerm[
   return gold.length > 0 && emCheck(answer, [...gold]) === 1 ? "success" : "fail";
 }
 
-/** Sample lines → episodes: groups (consecutive lines of one task), outcomes, advantages, token books. */
-function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, settings: RunSettings): ViewEpisode[] {
+/**
+ * Sample lines → episodes: groups (consecutive lines of one task), outcomes, advantages, token books.
+ * @param agent `spaced`: the tokenizer's decoder joins tokens by spaces (WordPiece; undefined = not known); `vocab`:
+ *   filled with the token texts an `--agent` samples file carries (id → text)
+ */
+function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, settings: RunSettings, agent: { spaced?: boolean; vocab: Record<string, string> } = { vocab: {} }): ViewEpisode[] {
   const episodes: ViewEpisode[] = [];
   let group = -1;
   let member = 0;
@@ -440,6 +538,10 @@ function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, setti
       group++;
       member = 0;
     } else member++;
+    if (isAgentLine(r)) {
+      episodes.push(agentEpisode(r, index, task, group, member, agent.spaced, agent.vocab));
+      return;
+    }
     const reward = r.reward as { total?: unknown; terms?: unknown } | null | undefined;
     const terms: ViewRewardTerm[] = Array.isArray(reward?.terms)
       ? (reward.terms as Record<string, unknown>[]).map((t) => ({ name: str(t.name), value: num(t.value) ?? 0, weight: num(t.weight) ?? 0, explanation: str(t.explanation), ...(typeof t.error === "string" ? { error: t.error } : {}) }))
@@ -508,7 +610,7 @@ function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, setti
   const lastGroup = group;
   const allWritten = settings.samplesPerStep !== undefined && episodes.length < settings.samplesPerStep;
   for (const [gi, members] of groups) {
-    if (members.every((e) => e.advantageSource === "file")) continue;
+    if (members.every((e) => e.advantageSource === "file" || e.agent !== undefined)) continue; // an agent's are the trainer's or none
     const whole = gi !== lastGroup || allWritten || (settings.groupSize !== undefined && members.length === settings.groupSize);
     const rewards = members.map((e) => e.reward?.total);
     const note = !whole
@@ -531,4 +633,185 @@ function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, setti
     });
   }
   return episodes;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// `arl train --agent` runs
+
+/** A line of `writeAgentSamples` (src/train/agentExperiment.ts): calls and segments instead of turns and tokens. */
+const isAgentLine = (r: Record<string, unknown>): boolean => Array.isArray(r.segments) && Array.isArray(r.calls);
+
+/**
+ * Token texts → one text and where each token starts in it. `spaced` (a WordPiece decoder, the embedded
+ * `WordTokenizer`): single spaces between tokens, none next to a `\n` token and none before a `##` continuation (as
+ * `WordTokenizer.decode`, src/policy/tokenizer.ts); otherwise the texts are concatenated (a byte-level BPE's
+ * `decode([id])` keeps its spaces). Undefined `spaced`: guessed — spaced when no token text has a space at either end.
+ * @returns `text`, and `starts[i]`/`ends[i]` the character range of token i (`[seq]`)
+ */
+export function joinTokenTexts(texts: readonly string[], spaced?: boolean): { text: string; starts: number[]; ends: number[] } {
+  const sp = spaced ?? !texts.some((t) => /^\s+\S|\S\s+$/.test(t) || t === " ");
+  let text = "";
+  const starts: number[] = [];
+  const ends: number[] = [];
+  let prev: string | undefined;
+  for (const raw of texts) {
+    let t = raw;
+    if (sp && t.startsWith("##")) t = t.slice(2);
+    else if (sp && prev !== undefined && prev !== "" && t !== "" && !/^\s+$/.test(prev) && !/^\s+$/.test(t)) text += " ";
+    starts.push(text.length);
+    text += t;
+    ends.push(text.length);
+    if (t !== "") prev = t;
+  }
+  return { text, starts, ends };
+}
+
+/** ChatML blocks (`<|im_start|>role\n…<|im_end|>`, the Hermes / Qwen template the gateway renders) of a text. */
+function chatBlocks(text: string): { role: string; content: string }[] {
+  const out: { role: string; content: string }[] = [];
+  for (const m of text.matchAll(/<\|im_start\|>[ \t]*([^\s<]*)[ \t]*\n?([\s\S]*?)(?:<\|im_end\|>|$)/g)) out.push({ role: m[1], content: m[2].trim() });
+  return out;
+}
+
+const TOOL_RESPONSE = /<tool_response>\s*([\s\S]*?)\s*<\/tool_response>/g;
+
+/**
+ * One `--agent` rollout as an episode: the calls as turns (content, tool calls, and the tool results the next prompt
+ * carried, read from the segment's loss-mask-0 tokens), every segment's tokens with the tool results located, the
+ * trainer's advantage, the reward value (and its named parts). A segment's k-th run of loss-mask-1 tokens is a call's
+ * completion; segments hold the calls in order, so run k of the rollout is call k (when the counts differ — a call
+ * with an empty completion — the turns show no observations rather than wrong ones).
+ */
+function agentEpisode(r: Record<string, unknown>, index: number, task: string, group: number, member: number, spaced: boolean | undefined, vocab: Record<string, string>): ViewEpisode {
+  const calls = (r.calls as Record<string, unknown>[]).filter((c) => c !== null && typeof c === "object");
+  const segments: ViewTokens[] = [];
+  // per completion (run of mask-1 tokens), in order over all segments: the observation text after it in its segment
+  const observations: string[] = [];
+  let system = "";
+  let question = "";
+  for (const [k, raw] of (r.segments as Record<string, unknown>[]).entries()) {
+    const ids = Array.isArray(raw?.tokens) ? (raw.tokens as unknown[]).map((x) => num(x) ?? -1) : [];
+    const texts = Array.isArray(raw?.text) ? (raw.text as unknown[]).map((x) => str(x)) : [];
+    const lossMask = Array.isArray(raw?.lossMask) ? (raw.lossMask as unknown[]).map((x) => (x === 1 ? 1 : 0)) : ids.map(() => 0);
+    const logprobs = Array.isArray(raw?.logprobs) ? (raw.logprobs as unknown[]).map((x) => num(x) ?? 0) : ids.map(() => 0);
+    ids.forEach((id, i) => {
+      if (texts[i] !== undefined && vocab[id] === undefined) vocab[id] = texts[i];
+    });
+    const first = lossMask.indexOf(1);
+    const promptLength = first < 0 ? ids.length : first;
+    const joined = joinTokenTexts(texts.length === ids.length ? texts : ids.map((id) => vocab[id] ?? ""), spaced);
+    const span = (a: number, b: number): string => (a >= b ? "" : joined.text.slice(joined.starts[a], joined.ends[b - 1]));
+    const toolResults: [number, number][] = [];
+    for (const m of joined.text.matchAll(TOOL_RESPONSE)) {
+      const a = m.index;
+      const b = a + m[0].length;
+      let lo = -1;
+      let hi = -1;
+      for (let i = 0; i < ids.length; i++) {
+        if (joined.ends[i] > a && joined.starts[i] < b && lossMask[i] === 0) {
+          if (lo < 0) lo = i;
+          hi = i + 1;
+        }
+      }
+      if (lo >= 0) toolResults.push([lo, hi]);
+    }
+    if (k === 0) {
+      const blocks = chatBlocks(span(0, promptLength));
+      const users = blocks.filter((b) => b.role === "user");
+      question = users.at(-1)?.content ?? "";
+      system = blocks[0] !== undefined && blocks[0].role !== "user" ? blocks[0].content : blocks.length === 0 ? span(0, promptLength).trim() : "";
+    }
+    // completions and the observation after each
+    for (let i = promptLength; i < ids.length; ) {
+      if (lossMask[i] !== 1) {
+        i++;
+        continue;
+      }
+      let j = i;
+      while (j < ids.length && lossMask[j] === 1) j++;
+      let e = j;
+      while (e < ids.length && lossMask[e] !== 1) e++;
+      observations.push(span(j, e));
+      i = e;
+    }
+    segments.push({ ids, lossMask, logprobs, promptLength, ...(toolResults.length > 0 ? { toolResults } : {}) });
+  }
+  const paired = observations.length === calls.length;
+  const turns: ViewTurn[] = calls.map((c, k) => {
+    const observation = paired ? observations[k].trim() : "";
+    const results = [...observation.matchAll(TOOL_RESPONSE)].map((m) => m[1]);
+    const toolCalls = Array.isArray(c.toolCalls)
+      ? (c.toolCalls as Record<string, unknown>[]).map((t) => ({ name: str(t?.name, "?"), arguments: typeof t?.arguments === "string" ? t.arguments : JSON.stringify(t?.arguments ?? {}) }))
+      : [];
+    return {
+      action: str(c.content),
+      observation,
+      toolCalls,
+      ...(results.length > 0 ? { toolResults: results } : {}),
+      ...(typeof c.finishReason === "string" ? { finishReason: c.finishReason } : {}),
+      invalid: c.invalid === true,
+    };
+  });
+  const rew = r.reward as { value?: unknown; parts?: unknown } | null | undefined;
+  const value = num(rew?.value);
+  const parts: Record<string, number> = {};
+  if (rew?.parts !== null && typeof rew?.parts === "object") for (const [k, v] of Object.entries(rew.parts as Record<string, unknown>)) if (num(v) !== undefined) parts[k] = num(v)!;
+  const status = str(r.status, "?");
+  const answer = typeof r.answer === "string" ? r.answer : null;
+  const toolCalls: Record<string, number> = {};
+  for (const t of turns) for (const c of t.toolCalls ?? []) toolCalls[c.name] = (toolCalls[c.name] ?? 0) + 1;
+  const advantage = num(r.advantage);
+  const info: ViewAgentInfo = { status, dropReason: typeof r.dropReason === "string" ? r.dropReason : null, mismatches: num(r.mismatches) ?? 0, system, parts };
+  return {
+    index,
+    task,
+    kind: task.includes(":") ? task.slice(0, task.indexOf(":")) : "?",
+    question,
+    gold: [],
+    member,
+    group,
+    turns,
+    answer,
+    reward: value !== undefined ? { total: value, terms: [] } : null,
+    outcome: status !== "rewarded" || answer === null || answer.trim() === "" ? "no-answer" : value !== undefined && value >= 1 - 1e-9 ? "success" : "fail",
+    toolCalls,
+    advantage: advantage ?? null,
+    advantageSource: advantage !== undefined ? "file" : "none",
+    advantageNote: advantage !== undefined ? "from the trainer (the samples line's advantage)" : status !== "rewarded" ? `dropped (${info.dropReason ?? "no reward"}): not trained` : "the trainer wrote no advantage",
+    ...(segments.length > 0 ? { tokens: segments[0], segments } : {}),
+    agent: info,
+  };
+}
+
+/**
+ * An `--agent` run's evaluation rollouts (`rollouts.jsonl` lines of one `eval-…` stage) as episodes: task, status,
+ * reward (EM of the answer, graded by the trainer) — the file keeps no transcript. Outcome: dropped = `no-answer`,
+ * reward 1 = `success`, else `fail`.
+ */
+function rolloutEvalEpisodes(rows: Record<string, unknown>[], stage: string): ViewEpisode[] {
+  return rows
+    .filter((r) => r.stage === stage)
+    .map((r, index): ViewEpisode => {
+      const task = str(r.task, `#${index}`);
+      const status = str(r.status, "?");
+      const value = num(r.reward);
+      return {
+        index,
+        task,
+        kind: task.includes(":") ? task.slice(0, task.indexOf(":")) : "?",
+        question: "",
+        gold: [],
+        member: 0,
+        group: index,
+        turns: [],
+        answer: null,
+        reward: value !== undefined ? { total: value, terms: [] } : null,
+        outcome: status !== "rewarded" ? "no-answer" : value !== undefined && value >= 1 - 1e-9 ? "success" : "fail",
+        toolCalls: {},
+        advantage: null,
+        advantageSource: "none",
+        advantageNote: "evaluation rollouts are not trained: no advantage",
+        agent: { status, dropReason: typeof r.dropReason === "string" ? r.dropReason : null, mismatches: num(r.mismatches) ?? 0, system: "", parts: {}, calls: num(r.calls) ?? 0 },
+      };
+    });
 }

@@ -52,6 +52,10 @@ tr.group-start td{border-top:2px solid #b9c2d3}
 .tok{padding:1px 2px;margin:0 1px;border-radius:2px;white-space:pre-wrap}
 .tok.masked{background:repeating-linear-gradient(45deg,#eceff3,#eceff3 3px,#f7f8fa 3px,#f7f8fa 6px);color:#7a8290}
 .tok.trained{outline:1px solid #6b8cce}
+.tok.masked.tool{background:repeating-linear-gradient(45deg,#fff1d6,#fff1d6 3px,#fffaf0 3px,#fffaf0 6px);color:#7a5a20}
+.turn .obs[data-tool-result]{background:#fff4e0}
+details.turn summary{cursor:pointer}
+.tokens h4,.episode-detail h4{font-size:12px;margin:8px 0 2px}
 .legend span{margin-right:10px}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
 .curves-legend{margin:0 0 8px}

@@ -132,7 +132,7 @@ export function createViewApp(catalog: ViewCatalog, options: ViewServerOptions =
 }
 
 /**
- * Serves the viewer until closed.
+ * Serves the viewer until closed; reads the folders' index data (not their samples) right after it starts listening.
  * @param paths folders to view (`discoverSources`)
  * @param options host (default 127.0.0.1), port (default 8600; 0 = any free port), apiKey, pollMs
  * @throws Error when a path holds no run or lab, or the port cannot be bound
@@ -142,5 +142,14 @@ export async function startViewServer(paths: readonly string[], options: ViewSer
   void clientBundle().catch(() => undefined); // bundle while the server starts; an error is reported by GET /app.js
   const app = createViewApp(catalog, options);
   const server = await listen(app, { ...options, port: options.port ?? DEFAULT_VIEW_PORT });
+  // Read every folder's index data now, while the browser is still loading the page script (the page's first
+  // request is the index): the files are then cached, and an error shows on the page's own request.
+  setImmediate(() => {
+    try {
+      catalog.index(options.pollMs ?? DEFAULT_POLL_MS);
+    } catch {
+      // reported by GET /api/index
+    }
+  });
   return { ...server, catalog };
 }

@@ -20,6 +20,12 @@ export interface SampleFileInfo {
   step?: number;
   /** The policy of an `eval-<policy>` file (the file stem without `eval-`). */
   policy?: string;
+  /**
+   * Where the episodes come from: `samples` (default: `samples/<name>.jsonl`) or `rollouts` — an `arl train --agent`
+   * run's evaluation, which is written only as `rollouts.jsonl` lines of stage `<name>` (`eval-warm`, `eval-after`:
+   * status and reward per held-out rollout, no transcript).
+   */
+  from?: "samples" | "rollouts";
 }
 
 /** A viewed folder: its identity and what files it has now. */
@@ -90,8 +96,10 @@ export interface MetricsPayload {
    * run's `detectors` config, plus the onsets of `detectors.jsonl`.
    */
   detectorSteps: Record<string, number[]>;
-  /** `summary.json` as written (null while a run trains). */
+  /** `summary.json` as written (an `--agent` run's `agent-summary.json`; null while a run trains). */
   summary: unknown;
+  /** The source's `SourceInfo.version` when this was read (the page uses a payload fetched before the index only when they agree). */
+  version?: string;
 }
 
 /** One reward term (src/core/types.ts `RewardTerm`). */
@@ -111,6 +119,31 @@ export interface ViewTurn {
   observation: string;
   /** The turn's tool calls and whether each succeeded (tool envs; absent in older files). */
   tools?: { name: string; ok: boolean; error?: string }[];
+  /** An agent rollout's call (`arl train --agent`): the tool calls the completion made, `arguments` as JSON text. */
+  toolCalls?: { name: string; arguments: string }[];
+  /**
+   * An agent rollout's call: what the agent sent back after it — each `<tool_response>` block of the next prompt
+   * (read from the segment's loss-mask-0 tokens; never trained).
+   */
+  toolResults?: string[];
+  /** An agent rollout's call: `stop`, `length` or `tool_calls`, and whether the completion was malformed. */
+  finishReason?: string;
+  invalid?: boolean;
+}
+
+/** What only an `arl train --agent` rollout has (`writeAgentSamples`, src/train/agentExperiment.ts). */
+export interface ViewAgentInfo {
+  /** `rewarded`, or `dropped` (no reward: not trained; why in `dropReason`). */
+  status: string;
+  dropReason: string | null;
+  /** Calls whose prompt did not extend the previous prompt + completion: kept as separate segments. */
+  mismatches: number;
+  /** The system message of the first prompt (the agent's instructions and the template's tools section). */
+  system: string;
+  /** The reward's named parts (`reward.parts`; an agent that reports its own reward may send them): not weighted terms. */
+  parts: Record<string, number>;
+  /** Model calls of a rollout known only from `rollouts.jsonl` (an evaluation rollout: no transcript). */
+  calls?: number;
 }
 
 /** How an episode ended, for filtering: graded 1 / EM 1 = `success`; an answer otherwise = `fail`; none = `no-answer`. */
@@ -127,6 +160,11 @@ export interface ViewTokens {
   logprobs: number[];
   /** Tokens of the prompt (tokens). */
   promptLength: number;
+  /**
+   * Token ranges `[start, end)` inside this sequence that are tool results (an agent rollout's `<tool_response>`
+   * blocks, located in the tokens' text): loss mask 0, shown as tool results rather than template text.
+   */
+  toolResults?: [number, number][];
 }
 
 /** One episode of a samples file, with what the viewer derives from its neighbours (group, advantage). */
@@ -164,8 +202,12 @@ export interface ViewEpisode {
    */
   advantageSource: "file" | "recomputed" | "none";
   advantageNote?: string;
-  /** The token books (absent in files written before they were kept). */
+  /** The token books (absent in files written before they were kept). An agent rollout's first segment. */
   tokens?: ViewTokens;
+  /** Every segment of an agent rollout (one unless a call rewrote the history: `agent.mismatches`), `tokens` first. */
+  segments?: ViewTokens[];
+  /** Set on `arl train --agent` rollouts. */
+  agent?: ViewAgentInfo;
 }
 
 /** One samples file of one source. */
@@ -180,6 +222,8 @@ export interface SamplesPayload {
   vocab: Record<string, string>;
   /** RL steps at which each detector was firing (from `detectors.jsonl`), for the detector filter. */
   detectorSteps: Record<string, number[]>;
+  /** What the page should say about the file (e.g. an agent run's held-out EM from `eval-warm.json` / `agent-summary.json`). */
+  note?: string;
 }
 
 /** Everything an exported file holds: the index and every payload the page could ask for. */

@@ -18,6 +18,8 @@ export class ViewApi {
   private readonly metricsCache = new Map<string, { version: string; value: Promise<MetricsPayload> }>();
   private readonly samplesCache = new Map<string, { version: string; value: Promise<SamplesPayload> }>();
   private versions = new Map<string, string>();
+  /** Metrics asked for before the index came (the sources in the page's URL), by source id. */
+  private readonly early = new Map<string, Promise<MetricsPayload | null>>();
 
   /** True in an exported file. */
   get isStatic(): boolean {
@@ -46,6 +48,15 @@ export class ViewApi {
     return idx;
   }
 
+  /**
+   * Asks for sources' metrics now, while the index is on its way (a cold server reads both; the page needs both
+   * before it draws): `metrics()` takes such a payload when its `version` is the index's, else asks again.
+   */
+  prefetchMetrics(ids: readonly string[]): void {
+    if (this.embedded !== undefined) return;
+    for (const id of ids) if (!this.early.has(id)) this.early.set(id, this.get<MetricsPayload>(`api/metrics?id=${encodeURIComponent(id)}`).catch(() => null));
+  }
+
   /** A source's metrics (cached while its version holds). */
   metrics(id: string): Promise<MetricsPayload> {
     if (this.embedded !== undefined) {
@@ -55,7 +66,10 @@ export class ViewApi {
     const version = this.versions.get(id) ?? "";
     const hit = this.metricsCache.get(id);
     if (hit !== undefined && hit.version === version) return hit.value;
-    const value = this.get<MetricsPayload>(`api/metrics?id=${encodeURIComponent(id)}`);
+    const url = `api/metrics?id=${encodeURIComponent(id)}`;
+    const early = this.early.get(id);
+    this.early.delete(id);
+    const value = early !== undefined ? early.then((p) => (p !== null && p.version === version ? p : this.get<MetricsPayload>(url))) : this.get<MetricsPayload>(url);
     this.metricsCache.set(id, { version, value });
     value.catch(() => this.metricsCache.delete(id));
     return value;

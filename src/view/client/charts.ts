@@ -1,14 +1,15 @@
 /**
  * Curves: one Vega-Lite chart per metric (the lab report's charting library, `src/lab/report.ts`), every selected
- * source overlaid, EMA smoothing, detector firings marked. A chart is compiled once per shape (metric, the sources'
+ * source overlaid, EMA smoothing, detector firings marked. The Vega-Lite spec is compiled at bundle time
+ * (`vegaSpecOf`, `src/view/curveTemplates.ts`); a chart's vega view is made once per shape (metric, the sources'
  * colour order, width, renderer) and then updated in place through vega's named data sets and signals (axis ranges
- * included), so moving the smoothing slider replaces one line per source and nothing else, and a new step or another
- * run selected redraws without recompiling. Charts with many points (more than
+ * included): a smoothing move modifies the smoothed values, a run shown or hidden adds or removes that run's points
+ * only, and a new step redraws without a new view. Charts with many points (more than
  * `SVG_POINT_LIMIT`) draw on a canvas: an SVG of thousands of labelled points costs the browser tens of ms of layout
  * per redraw; smaller ones are SVG, whose points carry screen-reader labels (`aria-label`).
  */
 import * as vega from "vega";
-import { compile, type TopLevelSpec } from "vega-lite";
+import type { TopLevelSpec } from "vega-lite";
 
 /** One point of a curve: a source's metric value at an RL (or SFT) step. */
 export interface CurvePoint {
@@ -156,6 +157,12 @@ export const SVG_POINT_LIMIT = 600;
 /** One chart's data before smoothing: labelled points in step order per source, detector marks, axis ranges. */
 export interface CurveRaw {
   points: CurvePoint[];
+  /**
+   * The same points per source (label → its points, in step order). The chart compares these arrays by identity with
+   * what it shows, so a caller that keeps a source's array while its file is unchanged makes a change of the other
+   * sources (one shown or hidden) cost only that source's points.
+   */
+  bySource: Map<string, CurvePoint[]>;
   spans: FiringSpan[];
   onsets: FiringOnset[];
   /** Range of the raw values (smoothed ones stay inside it), or null without points. */
@@ -164,8 +171,21 @@ export interface CurveRaw {
   xDomain: [number, number] | null;
 }
 
-/** Builds a chart's raw data, axis ranges included. */
-export function curveRaw(points: CurvePoint[], spans: FiringSpan[], onsets: FiringOnset[]): CurveRaw {
+/**
+ * Builds a chart's raw data, axis ranges included.
+ * @param points every source's points, grouped by source
+ * @param bySource the same per source (the caller's arrays, kept while a source is unchanged); grouped from `points`
+ *   when not given
+ */
+export function curveRaw(points: CurvePoint[], spans: FiringSpan[], onsets: FiringOnset[], bySource?: Map<string, CurvePoint[]>): CurveRaw {
+  if (bySource === undefined) {
+    bySource = new Map();
+    for (const p of points) {
+      let list = bySource.get(p.source);
+      if (list === undefined) bySource.set(p.source, (list = []));
+      list.push(p);
+    }
+  }
   let lo = Infinity;
   let hi = -Infinity;
   let x0 = Infinity;
@@ -186,7 +206,22 @@ export function curveRaw(points: CurvePoint[], spans: FiringSpan[], onsets: Firi
   const pad = (v: number) => Math.max(1e-9, Math.abs(v) * 0.05);
   const yDomain: [number, number] | null = lo <= hi ? (lo === hi ? [lo - pad(lo), hi + pad(hi)] : [lo, hi]) : null;
   const xDomain: [number, number] | null = x0 <= x1 ? [x0, x0 === x1 ? x0 + 1 : x1] : null;
-  return { points, spans, onsets, yDomain, xDomain };
+  return { points, bySource, spans, onsets, yDomain, xDomain };
+}
+
+/** A point of a smoothed line. */
+type SmoothPoint = { source: string; step: number; smoothed: number };
+
+/**
+ * The smoothed line's tuples of a source's points array (made once; a new weight rewrites their `smoothed` values
+ * in place), and the weight they hold now.
+ */
+const smoothTuples = new WeakMap<CurvePoint[], { weight: number; line: SmoothPoint[] }>();
+
+function smoothLineOf(points: CurvePoint[]): { weight: number; line: SmoothPoint[] } {
+  let hit = smoothTuples.get(points);
+  if (hit === undefined) smoothTuples.set(points, (hit = { weight: NaN, line: points.map((p) => ({ source: p.source, step: p.step, smoothed: p.value })) }));
+  return hit;
 }
 
 /** The smoothed lines of a chart: each source's values (points are grouped by source, in step order) through `emaSmooth`. */
@@ -203,6 +238,49 @@ export function smoothedPoints(raw: CurveRaw, weight: number): { source: string;
   return out;
 }
 
+/** The metric name's stand-in in a compiled spec (a string no metric key is: keys come from JSON lines). */
+export const METRIC_SLOT = "\u0000arl-metric\u0000";
+
+/** How the stand-in reads inside a compiled spec's JSON text (its NULs escaped). */
+const SLOT_TEXT = JSON.stringify(METRIC_SLOT).slice(1, -1);
+
+/**
+ * Vega-Lite's output for a curve chart, compiled once in Node when the page script is bundled (`src/view/curveTemplates.ts`,
+ * put in by esbuild's `define`), so the page ships no Vega-Lite (a third of its script) and compiles nothing: the
+ * JSON text of `compile(curveSpec(METRIC_SLOT, [one source], 400, labelled))` for labelled (SVG) and plain (canvas) charts.
+ */
+export interface CurveTemplates {
+  labelled: string;
+  plain: string;
+}
+
+declare const __ARL_CURVE_TEMPLATES__: CurveTemplates | undefined;
+/** The templates bundled into the page script (undefined outside it: in Node, pass `curveTemplates()`). */
+const BUNDLED_TEMPLATES: CurveTemplates | undefined = typeof __ARL_CURVE_TEMPLATES__ !== "undefined" ? __ARL_CURVE_TEMPLATES__ : undefined;
+
+/**
+ * The Vega spec of one chart, from the compiled template: the compiled specs of two charts differ only in the top
+ * level `width`, the colour scale's domain (the sources) and range (their colours), and the metric (the y axis title,
+ * and a screen-reader description that quotes it inside an expression's string literal) — test/view-data.test.ts
+ * checks the result equals Vega-Lite's own compile for several metrics, source lists and widths.
+ * @param templates default: those bundled into the page
+ * @throws Error when no templates are given and the script was not bundled with them
+ */
+export function vegaSpecOf(metric: string, sources: readonly string[], width: number, labelled: boolean, templates: CurveTemplates | undefined = BUNDLED_TEMPLATES): vega.Spec {
+  if (templates === undefined) throw new Error("arl view: the page script was bundled without its chart templates (src/view/bundle.ts)");
+  const title = JSON.stringify(metric); // the axis title: a JSON string
+  // inside an expression's string literal, in a JSON string: Vega-Lite escapes only the quotes there
+  const inExpr = JSON.stringify(metric.replace(/"/g, '\\"')).slice(1, -1);
+  const text = (labelled ? templates.labelled : templates.plain).split(JSON.stringify(METRIC_SLOT)).join(title).split(SLOT_TEXT).join(inExpr);
+  const spec = JSON.parse(text) as vega.Spec & { width?: number };
+  spec.width = width;
+  const colour = spec.scales?.find((sc) => sc.name === "color") as { domain?: unknown; range?: unknown } | undefined;
+  if (colour === undefined) throw new Error("arl view: chart template without a colour scale");
+  colour.domain = [...sources];
+  colour.range = sources.map((_, i) => sourceColour(i));
+  return spec;
+}
+
 /** A mounted chart: its vega view and the shape it was compiled for. */
 export class CurveChart {
   private view: vega.View | null = null;
@@ -210,6 +288,9 @@ export class CurveChart {
   /** The raw data and smoothing weight the view shows now (so an update replaces only what changed). */
   private raw: CurveRaw | null = null;
   private smoothing = -1;
+  /** What the view's `points` and `smooth` sets hold now, per source (the arrays given, by identity). */
+  private shownPoints = new Map<string, CurvePoint[]>();
+  private shownSmooth = new Map<string, CurvePoint[]>();
 
   constructor(
     readonly metric: string,
@@ -232,25 +313,29 @@ export class CurveChart {
     if (this.view === null || shape !== this.shape) {
       this.view?.finalize();
       this.shape = shape;
-      const spec = compile(curveSpec(this.metric, sources, width, renderer === "svg")).spec;
+      const spec = vegaSpecOf(this.metric, sources, width, renderer === "svg");
       this.el.replaceChildren();
       this.view = new vega.View(vega.parse(spec), { renderer, container: this.el, hover: true, logLevel: vega.Error });
       this.raw = null;
       this.smoothing = -1;
+      this.shownPoints = new Map();
+      this.shownSmooth = new Map();
     }
     let changed = false;
     if (this.raw !== raw) {
       const [x0, x1] = raw.xDomain ?? [0, 1];
       const [y0, y1] = raw.yDomain ?? [0, 1];
       this.view.signal("x0", x0).signal("x1", x1).signal("y0", y0).signal("y1", y1);
-      this.view.data("points", raw.points).data("spans", raw.spans).data("onsets", raw.onsets);
+      // only the sources whose points changed (or that came or went) leave and enter the view: replacing every tuple
+      // of 6 × 200-point lines on each of 8 charts was mostly garbage collection
+      this.shownPoints = this.apply("points", this.shownPoints, raw.bySource);
+      this.view.data("spans", raw.spans).data("onsets", raw.onsets);
       this.raw = raw;
-      this.smoothing = -1;
       changed = true;
     }
-    if (smoothing !== this.smoothing) {
+    if (smoothing !== this.smoothing || changed) {
       const on = smoothing > 0;
-      this.view.data("smooth", on ? smoothedPoints(raw, smoothing) : []);
+      this.shownSmooth = this.applySmooth(on ? raw.bySource : new Map(), smoothing);
       // On a canvas (many points) the raw points are not drawn under a smoothed line: each redraw repaints the whole
       // canvas, and thousands of faint dots cost more than the lines (the faint raw line stays).
       const pointOpacity = on ? (this.shape.includes('"canvas"') ? 0 : 0.35) : 0.8;
@@ -259,6 +344,61 @@ export class CurveChart {
     }
     this.smoothing = smoothing;
     if (changed) await this.view.runAsync();
+  }
+
+  /**
+   * Brings the `smooth` set to the smoothed lines of `next` at `weight` with one changeset: a source that stays keeps
+   * its tuples (a new weight modifies their `smoothed` values: no tuples made or dropped — a slider move on 8 charts
+   * of 6 × 200 points made ~10 000 objects of garbage before); a source that comes enters with its values set; one
+   * that goes (or whose points changed) leaves.
+   * @returns the points arrays whose lines the set shows now, per source
+   */
+  private applySmooth(next: Map<string, CurvePoint[]>, weight: number): Map<string, CurvePoint[]> {
+    const shown = this.shownSmooth;
+    const cs = vega.changeset();
+    let any = false;
+    const leave = new Set<string>();
+    for (const [src, pts] of shown) if (next.get(src) !== pts) leave.add(src);
+    if (leave.size > 0) {
+      cs.remove((d: SmoothPoint) => leave.has(d.source));
+      any = true;
+    }
+    for (const [src, pts] of next) {
+      const entry = smoothLineOf(pts);
+      const stays = shown.get(src) === pts;
+      if (stays && entry.weight === weight) continue;
+      const values = emaSmooth(pts.map((p) => p.value), weight);
+      if (stays) entry.line.forEach((t, k) => cs.modify(t, "smoothed", values[k]));
+      else {
+        entry.line.forEach((t, k) => (t.smoothed = values[k]));
+        cs.insert(entry.line);
+      }
+      entry.weight = weight;
+      any = true;
+    }
+    if (any) this.view!.change("smooth", cs);
+    return new Map(next);
+  }
+
+  /**
+   * Brings a named data set from what it shows (`shown`, per source) to `next` with one changeset: the tuples of a
+   * source whose array is not the same object leave, its new array enters; unchanged sources are not touched.
+   * @returns what the set shows now
+   */
+  private apply<T extends { source: string }>(name: string, shown: Map<string, T[]>, next: Map<string, T[]>): Map<string, T[]> {
+    const leave = new Set<string>();
+    const enter: T[][] = [];
+    for (const [src, arr] of shown) if (next.get(src) !== arr) leave.add(src);
+    for (const [src, arr] of next) if (shown.get(src) !== arr) enter.push(arr);
+    if (leave.size === 0 && enter.length === 0) return shown;
+    if (leave.size === shown.size) {
+      this.view!.data(name, enter.flat()); // everything changes: one replace
+    } else {
+      const cs = vega.changeset().remove((d: T) => leave.has(d.source));
+      for (const arr of enter) cs.insert(arr);
+      this.view!.change(name, cs);
+    }
+    return new Map(next);
   }
 
   /** Releases the vega view. */

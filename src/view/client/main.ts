@@ -5,6 +5,8 @@
  *   episode as turns and as tokens (loss mask shown, per-token logprob or advantage as colour), its reward term by
  *   term and the grader's parts; filters by task kind, outcome and detector;
  * - **Compare**: two evaluation files (warm start vs RL, or two designs/runs) on the same held-out task, side by side.
+ * An `arl train --agent` run's rollouts show the same way: its calls as turns (tool calls, the tool results sent
+ * back), its segments as tokens (tool results marked, never trained), its held-out rollouts before / after RL.
  * The state lives in the URL's hash (`#view=trajectories&src=…`), so a link reopens the same view. The page polls
  * `/api/index` (served, not exported) and redraws when a source's files changed — a run that is training.
  * Rendering: lit-html templates; charts: vega-lite (`charts.ts`).
@@ -112,6 +114,9 @@ function set(patch: Partial<State>): void {
 }
 
 const source = (id: string): SourceInfo | undefined => index.sources.find((s) => s.id === id);
+/** An episode's answer cell: the answer, "none", or — an --agent evaluation rollout (rollouts.jsonl) — "not written". */
+const answerOf = (e: ViewEpisode): TemplateResult | string =>
+  e.answer ?? (e.agent !== undefined && e.turns.length === 0 ? html`<span class="muted" title="rollouts.jsonl keeps status and reward only">not written</span>` : html`<span class="muted">none</span>`);
 const fmt = (x: number | null | undefined, digits = 3): string => (x === null || x === undefined || !Number.isFinite(x) ? "–" : Math.abs(x) >= 1000 ? x.toFixed(0) : x.toFixed(digits));
 
 /** Fills in defaults that depend on the index (first sources, default metrics, default files). */
@@ -139,7 +144,13 @@ function settleState(): void {
   const hasFile = (id: string, f: string) => (source(id)?.sampleFiles ?? []).some((x) => x.name === f);
   if (!hasFile(lsrc, lfile) || !hasFile(rsrc, rfile)) {
     const run = withSamples.find((s) => s.sampleFiles.some((f) => f.name === "eval-warm-start-sft") && s.sampleFiles.some((f) => f.type === "eval" && /rl|grpo/.test(f.name)));
-    if (run !== undefined) {
+    // an `arl train --agent` run: its held-out rollouts before (eval-warm, or eval-before without a warm start) and after RL
+    const agentRun = withSamples.find((s) => s.sampleFiles.some((f) => f.name === "eval-after") && s.sampleFiles.some((f) => f.name === "eval-warm" || f.name === "eval-before"));
+    if (run === undefined && agentRun !== undefined) {
+      lsrc = rsrc = agentRun.id;
+      lfile = agentRun.sampleFiles.some((f) => f.name === "eval-warm") ? "eval-warm" : "eval-before";
+      rfile = "eval-after";
+    } else if (run !== undefined) {
       lsrc = rsrc = run.id;
       lfile = "eval-warm-start-sft";
       rfile = run.sampleFiles.find((f) => f.type === "eval" && /rl|grpo/.test(f.name))!.name;
@@ -168,20 +179,38 @@ function spansOf(steps: readonly number[]): [number, number][] {
   return out;
 }
 
+/** Each source's points per metric, stage and label, kept while its payload (one object per file version) is the same. */
+const pointsCache = new WeakMap<MetricsPayload, Map<string, CurvePoint[]>>();
+
+/** One source's points of a metric in a stage (the same array while its payload is: the chart diffs by identity). */
+function sourcePoints(m: MetricsPayload, metric: string, stage: string, label: string): CurvePoint[] {
+  let byKey = pointsCache.get(m);
+  if (byKey === undefined) pointsCache.set(m, (byKey = new Map()));
+  const key = `${metric}\u0000${stage}\u0000${label}`;
+  let pts = byKey.get(key);
+  if (pts === undefined) {
+    pts = [];
+    const col = m.columns[metric];
+    if (col !== undefined) m.stage.forEach((s, i) => {
+      if (s === stage && col[i] !== null) pts!.push({ source: label, step: m.step[i], value: col[i] as number, desc: `${label} step ${m.step[i]}: ${col[i]}` });
+    });
+    byKey.set(key, pts);
+  }
+  return pts;
+}
+
 /** One chart's data sets: every selected source's values (raw and smoothed), detector streaks and onsets. */
 function curveData(metric: string, payloads: MetricsPayload[], stage: string, detectorSteps: Map<string, Record<string, number[]>>): CurveRaw {
   const points: CurvePoint[] = [];
+  const bySource = new Map<string, CurvePoint[]>();
   const spans: FiringSpan[] = [];
   const onsets: FiringOnset[] = [];
   payloads.forEach((m, lane) => {
     const label = source(m.id)?.label ?? m.id;
-    const col = m.columns[metric];
-    if (col !== undefined) {
-      const idx: number[] = [];
-      m.stage.forEach((s, i) => {
-        if (s === stage && col[i] !== null) idx.push(i);
-      });
-      for (const i of idx) points.push({ source: label, step: m.step[i], value: col[i] as number, desc: `${label} step ${m.step[i]}: ${col[i]}` });
+    const pts = sourcePoints(m, metric, stage, label);
+    if (pts.length > 0) {
+      bySource.set(label, pts);
+      for (const p of pts) points.push(p);
     }
     if (stage !== "rl") return;
     for (const [detector, steps] of Object.entries(detectorSteps.get(m.id) ?? {})) {
@@ -192,7 +221,7 @@ function curveData(metric: string, payloads: MetricsPayload[], stage: string, de
       onsets.push({ source: label, detector: f.detector, step: f.since ?? f.step, value: Number.isFinite(f.value) ? f.value : null, desc: `${label}: ${f.message}` });
     }
   });
-  return curveRaw(points, spans, onsets);
+  return curveRaw(points, spans, onsets, bySource);
 }
 
 /** Each chart's raw data, kept while its sources' payloads (cached per version), stage and labels are the same. */
@@ -289,9 +318,9 @@ function episodeRow(e: ViewEpisode, selected: boolean, first: boolean, isEval: b
     <td><span class="badge ${e.outcome}">${e.outcome}</span></td>
     <td class="num" data-col="reward">${fmt(e.reward?.total)}</td>
     ${isEval ? nothing : html`<td class="num" data-col="advantage" title=${e.advantageNote ?? ""}>${e.advantage === null ? html`<span class="muted">n/a</span>` : fmt(e.advantage)}${e.advantageSource === "recomputed" ? "*" : ""}</td>`}
-    <td class="num">${calls}</td><td class="num">${e.turns.length}</td><td>${e.kind}</td>
+    <td class="num">${calls}</td><td class="num">${e.turns.length || (e.agent?.calls ?? 0)}</td><td>${e.kind}</td>
     <td class="q" title=${e.question}>${e.question}</td>
-    <td class="q" title=${e.answer ?? ""}>${e.answer ?? html`<span class="muted">none</span>`}</td>
+    <td class="q" title=${e.answer ?? ""}>${answerOf(e)}</td>
   </tr>`;
 }
 
@@ -316,7 +345,29 @@ function gradeTable(e: ViewEpisode): TemplateResult {
   </tbody></table>${e.grade.explanation ? html`<p class="muted">${e.grade.explanation}</p>` : nothing}`;
 }
 
+/** An `arl train --agent` rollout as its model calls: what each returned, its tool calls, the tool results sent back. */
+function agentTurnsView(e: ViewEpisode): TemplateResult {
+  const a = e.agent!;
+  if (e.turns.length === 0) {
+    return html`<p class="muted">${a.calls !== undefined ? `${a.calls} model call(s); ` : ""}no transcript: an --agent run writes its evaluation rollouts to rollouts.jsonl as status and reward only (the RL steps' samples files have the calls and tokens)</p>`;
+  }
+  return html`<div class="turns">
+    ${a.system !== "" ? html`<details class="turn"><summary class="who">system (the agent's instructions and the template's tools section; ${a.system.length} characters)</summary><pre>${a.system}</pre></details>` : nothing}
+    <div class="turn"><div class="who">user</div><pre>${e.question}</pre></div>
+    ${e.turns.map(
+      (t, i) => html`<div class="turn" data-turn=${i}>
+        <div class="who">call ${i + 1} · assistant (trained)${t.finishReason ? html` · finish <span data-finish>${t.finishReason}</span>` : nothing}${t.invalid ? html` · <span class="badge fail">invalid</span>` : nothing}</div>
+        <pre class="action">${t.action}</pre>
+        ${t.toolCalls?.length ? html`<div class="calls">${t.toolCalls.map((c) => html`<span class="ok" data-tool-call=${c.name}>${c.name}(${c.arguments})</span>`)}</div>` : nothing}
+        ${(t.toolResults ?? []).map((r) => html`<div class="who">tool result (not trained)</div><pre class="obs" data-tool-result>${r}</pre>`)}
+        ${!t.toolResults?.length && t.observation !== "" ? html`<div class="who">next prompt (not trained)</div><pre class="obs">${t.observation}</pre>` : nothing}
+      </div>`,
+    )}
+  </div>`;
+}
+
 function turnsView(e: ViewEpisode): TemplateResult {
+  if (e.agent !== undefined) return agentTurnsView(e);
   return html`<div class="turns">
     <div class="turn"><div class="who">user</div><pre>${e.question}</pre></div>
     ${e.turns.map(
@@ -343,10 +394,8 @@ function tokenColour(tokens: ViewTokens, i: number, adv: number | null, mode: St
 
 const pieceText = (p: string): string => p.replace(/\n/g, "↵\n").replace(/Ġ/g, "·").replace(/Ċ/g, "↵\n");
 
-function tokensView(e: ViewEpisode, vocab: Record<string, string>): TemplateResult {
-  const t = e.tokens;
-  if (t === undefined) return html`<p class="muted">This samples file has no token books (written before they were kept). Newer runs write tokens, loss mask and logprobs.</p>`;
-  const trained = t.lossMask.reduce((a, b) => a + b, 0);
+/** One token sequence: spans with role (prompt, action, observation, tool result), loss mask and colour. */
+function tokenSpans(e: ViewEpisode, t: ViewTokens, seg: number, vocab: Record<string, string>): TemplateResult[] {
   const start = state.showPrompt ? 0 : t.promptLength;
   // Each turn's sampled tokens are one run of loss-mask-1 tokens: with the trainer's per-turn advantages, run k is
   // coloured by turn k's (when the runs and turns do not pair up, every token gets the episode's).
@@ -358,35 +407,60 @@ function tokensView(e: ViewEpisode, vocab: Record<string, string>): TemplateResu
   }
   const perTurn = e.turnAdvantages !== undefined && e.turnAdvantages.length === runs + 1 ? e.turnAdvantages : undefined;
   const advOf = (i: number): number | null => (perTurn !== undefined ? perTurn[runOf[i]] : e.advantage);
+  const toolResult = new Uint8Array(t.ids.length);
+  for (const [a, b] of t.toolResults ?? []) toolResult.fill(1, a, b);
   const spans: TemplateResult[] = [];
   for (let i = start; i < t.ids.length; i++) {
     const mask = t.lossMask[i] === 1 ? 1 : 0;
-    const role = i < t.promptLength ? "prompt" : mask === 1 ? "action" : "observation";
+    const role = i < t.promptLength ? "prompt" : mask === 1 ? "action" : toolResult[i] === 1 ? "tool-result" : "observation";
     const tip = `#${i} id ${t.ids[i]} · ${role} · loss mask ${mask}${mask === 1 ? ` · logprob ${t.logprobs[i].toFixed(4)} nats (p ${Math.exp(t.logprobs[i]).toFixed(3)})${advOf(i) !== null ? ` · advantage ${advOf(i)!.toFixed(3)}` : ""}` : " · not trained"}`;
-    spans.push(html`<span class="tok ${mask === 1 ? "trained" : "masked"}" data-i=${i} data-mask=${mask} data-role=${role} style=${tokenColour(t, i, advOf(i), state.colour)} title=${tip}>${pieceText(vocab[t.ids[i]] ?? `[${t.ids[i]}]`)}</span>`);
+    spans.push(html`<span class="tok ${mask === 1 ? "trained" : "masked"}${role === "tool-result" ? " tool" : ""}" data-seg=${seg} data-i=${i} data-mask=${mask} data-role=${role} style=${tokenColour(t, i, advOf(i), state.colour)} title=${tip}>${pieceText(vocab[t.ids[i]] ?? `[${t.ids[i]}]`)}</span>`);
   }
+  return spans;
+}
+
+function tokensView(e: ViewEpisode, vocab: Record<string, string>): TemplateResult {
+  const segs = e.segments ?? (e.tokens !== undefined ? [e.tokens] : []);
+  if (segs.length === 0) return html`<p class="muted">This samples file has no token books (written before they were kept). Newer runs write tokens, loss mask and logprobs.</p>`;
+  const total = segs.reduce((a, t) => a + t.ids.length, 0);
+  const trained = segs.reduce((a, t) => a + t.lossMask.reduce((x, y) => x + y, 0), 0);
+  const tool = segs.reduce((a, t) => a + (t.toolResults ?? []).reduce((x, [lo, hi]) => x + hi - lo, 0), 0);
+  const prompt = segs.reduce((a, t) => a + t.promptLength, 0);
+  const perTurn = e.turnAdvantages !== undefined;
   return html`<div class="legend">
       <span><span class="tok trained">trained</span> loss mask 1 (sampled by the policy)</span>
       <span><span class="tok masked">not trained</span> loss mask 0 (prompt, observation, forced)</span>
+      ${tool > 0 ? html`<span><span class="tok masked tool">tool result</span> loss mask 0 (what the agent's tool returned)</span>` : nothing}
       <label style="display:inline">colour <select id="colour" @change=${(ev: Event) => set({ colour: (ev.target as HTMLSelectElement).value as State["colour"] })}>
         ${(["logprob", "advantage", "none"] as const).map((c) => html`<option value=${c} ?selected=${state.colour === c}>${c}</option>`)}
       </select></label>
-      <label style="display:inline"><input type="checkbox" id="show-prompt" .checked=${state.showPrompt} @change=${(ev: Event) => set({ showPrompt: (ev.target as HTMLInputElement).checked })} /> prompt (${t.promptLength} tokens)</label>
+      <label style="display:inline"><input type="checkbox" id="show-prompt" .checked=${state.showPrompt} @change=${(ev: Event) => set({ showPrompt: (ev.target as HTMLInputElement).checked })} /> prompt (${prompt} tokens)</label>
     </div>
-    <p class="muted">${t.ids.length} tokens, ${trained} trained${perTurn !== undefined ? ", each turn's tokens coloured by its advantage (advantage mode)" : e.advantage !== null ? `, advantage ${fmt(e.advantage)} on each trained token` : ""}</p>
-    <div class="tokens">${spans}</div>`;
+    <p class="muted">${total} tokens, ${trained} trained${tool > 0 ? `, ${tool} tool-result tokens (not trained)` : ""}${segs.length > 1 ? ` in ${segs.length} segments (a call rewrote the history: kept apart, never re-tokenised)` : ""}${perTurn ? ", each turn's tokens coloured by its advantage (advantage mode)" : e.advantage !== null ? `, advantage ${fmt(e.advantage)} on each trained token` : ""}</p>
+    ${segs.map((t, k) => html`${segs.length > 1 ? html`<h4>segment ${k + 1}</h4>` : nothing}<div class="tokens" data-segment=${k}>${tokenSpans(e, t, k, vocab)}</div>`)}`;
+}
+
+/** An agent rollout's status, drop reason, segments and the reward's named parts. */
+function agentFacts(e: ViewEpisode): TemplateResult {
+  const a = e.agent!;
+  const parts = Object.entries(a.parts);
+  return html`<p class="agent-facts"><b>status</b> <span data-status>${a.status}</span>${a.dropReason ? html` — ${a.dropReason}` : nothing}
+    ${e.segments !== undefined ? html` · <b>segments</b> ${e.segments.length} · <b>mismatches</b> ${a.mismatches}` : nothing}
+    · <span class="muted">reward: ${e.turns.length === 0 ? "EM of the answer, graded by the trainer" : "EM of the answer graded by the trainer (or the config's reward terms), or the agent's own reward"}</span></p>
+    ${parts.length > 0 ? html`<table class="grade"><thead><tr><th>reward part (reward.parts)</th><th class="num">value</th></tr></thead><tbody>${parts.map(([k, v]) => html`<tr data-part=${k}><td>${k}</td><td class="num">${fmt(v)}</td></tr>`)}</tbody></table>` : nothing}`;
 }
 
 function episodeDetail(e: ViewEpisode, vocab: Record<string, string>, compact = false): TemplateResult {
   return html`<div class="episode-detail" data-detail=${e.index}>
     <h3>${e.task} <span class="badge ${e.outcome}">${e.outcome}</span> <span class="muted">${e.kind}${e.known === undefined ? "" : e.known ? " · known" : " · unknown"}</span></h3>
-    <p><b>question</b> ${e.question}<br /><b>gold</b> ${e.gold.join(" | ") || "–"}<br /><b>answer</b> ${e.answer ?? html`<span class="muted">none</span>`}<br />
+    <p><b>question</b> ${e.question || html`<span class="muted">${e.agent !== undefined ? "not written (rollouts.jsonl)" : "–"}</span>`}<br />${e.agent !== undefined && e.gold.length === 0 ? nothing : html`<b>gold</b> ${e.gold.join(" | ") || "–"}<br />`}<b>answer</b> ${answerOf(e)}<br />
     ${e.reward !== null || !compact
       ? html`<b>reward</b> ${fmt(e.reward?.total)} · <b>advantage</b> ${e.advantage === null ? html`<span class="muted" title=${e.advantageNote ?? ""}>n/a — ${e.advantageNote ?? ""}</span>` : html`${fmt(e.advantage)} <span class="muted">(${e.advantageSource === "recomputed" ? e.advantageNote : "from the trainer"})</span>`}`
       : html`<span class="muted">evaluation episode: no reward, no advantage (outcome by EM against the gold answers)</span>`}</p>
+    ${e.agent !== undefined ? agentFacts(e) : nothing}
     ${compact ? turnsView(e) : nothing}
-    ${e.reward !== null || !compact ? html`<h3>Reward, term by term</h3>${rewardTable(e)}` : nothing}
-    ${e.grade !== undefined || !compact ? html`<h3>Grader</h3>${gradeTable(e)}` : nothing}
+    ${e.agent !== undefined ? nothing : html`${e.reward !== null || !compact ? html`<h3>Reward, term by term</h3>${rewardTable(e)}` : nothing}
+    ${e.grade !== undefined || !compact ? html`<h3>Grader</h3>${gradeTable(e)}` : nothing}`}
     ${compact
       ? nothing
       : html`<div class="tabs" style="margin-top:10px">
@@ -448,6 +522,7 @@ async function trajectoriesView(): Promise<[TemplateResult, TemplateResult]> {
       ${firingHere.map((d) => html` <span class="badge firing">${d} firing</span>`)}
       ${episodes.some((e) => e.advantageSource === "recomputed") ? html` · * advantage recomputed from the group's rewards (hover for why)` : nothing}
       ${episodes.some((e) => e.advantageSource === "file") ? html` · advantages from the trainer` : nothing}</p>
+    ${payload?.note ? html`<p class="muted" data-note>${payload.note}</p>` : nothing}
     <div class="traj"><div>
     <table class="episodes">
       <thead><tr>${isEval ? nothing : html`<th class="num">group</th><th class="num">member</th>`}<th>outcome</th><th class="num">reward</th>${isEval ? nothing : html`<th class="num">advantage</th>`}<th class="num">calls</th><th class="num">turns</th><th>kind</th><th>question</th><th>answer</th></tr></thead>
@@ -494,14 +569,15 @@ async function compareView(): Promise<[TemplateResult, TemplateResult]> {
   const content = html`
     <h2>${name(state.lsrc, state.lfile)} <span class="muted">vs</span> ${name(state.rsrc, state.rfile)}</h2>
     <p class="muted">${tasks.length} task(s) in both files${state.diff ? " with different outcomes" : ""}; success ${[...L.values()].filter((e) => R.has(e.task) && e.outcome === "success").length} vs ${[...R.values()].filter((e) => L.has(e.task) && e.outcome === "success").length}</p>
+    ${[left, right].map((p, k) => (p.note ? html`<p class="muted" data-note=${k === 0 ? "left" : "right"}><b>${k === 0 ? "left" : "right"}:</b> ${p.note}</p>` : nothing))}
     <div class="task-list"><table class="compare-tasks">
       <thead><tr><th>task</th><th>kind</th><th>question</th><th>left</th><th>answer</th><th>right</th><th>answer</th></tr></thead>
       <tbody>${tasks.map((t) => {
         const a = L.get(t)!;
         const b = R.get(t)!;
         return html`<tr class="episode ${t === task ? "selected" : ""}" data-task=${t} @click=${() => set({ task: t })}><td>${t}</td><td>${a.kind}</td><td>${a.question}</td>
-          <td><span class="badge ${a.outcome}">${a.outcome}</span>${a.reward !== null ? html` ${fmt(a.reward.total)}` : nothing}</td><td class="q" title=${a.answer ?? ""}>${a.answer ?? html`<span class="muted">none</span>`}</td>
-          <td><span class="badge ${b.outcome}">${b.outcome}</span>${b.reward !== null ? html` ${fmt(b.reward.total)}` : nothing}</td><td class="q" title=${b.answer ?? ""}>${b.answer ?? html`<span class="muted">none</span>`}</td></tr>`;
+          <td><span class="badge ${a.outcome}">${a.outcome}</span>${a.reward !== null ? html` ${fmt(a.reward.total)}` : nothing}</td><td class="q" title=${a.answer ?? ""}>${answerOf(a)}</td>
+          <td><span class="badge ${b.outcome}">${b.outcome}</span>${b.reward !== null ? html` ${fmt(b.reward.total)}` : nothing}</td><td class="q" title=${b.answer ?? ""}>${answerOf(b)}</td></tr>`;
       })}</tbody>
     </table></div>
     ${task !== ""
@@ -594,7 +670,9 @@ async function poll(): Promise<void> {
 async function start(): Promise<void> {
   document.getElementById("app")!.replaceChildren(); // lit-html renders beside existing children: drop "loading…"
   try {
-    index = await api.index();
+    const pending = api.index(); // asked first: the server answers in order, and the index is what every view needs
+    if (state.view === "curves") api.prefetchMetrics(state.src); // in parallel with the index (a link names its sources)
+    index = await pending;
   } catch (e) {
     render(html`<p class="empty">cannot read the index: ${(e as Error).message}</p>`, document.getElementById("app")!);
     document.body.dataset.ready = "error";
