@@ -50,6 +50,38 @@ describe("runAgentCommand", () => {
     }
     expect(["gone", "Z", "X"]).toContain(state);
   }, 30_000);
+
+  it("Ctrl-C (SIGINT) to the trainer kills its running agents' process groups, then ends the trainer by SIGINT", async () => {
+    const { mkdtempSync, readdirSync, readFileSync, writeFileSync } = await import("node:fs");
+    const { spawn } = await import("node:child_process");
+    const { tmpdir } = await import("node:os");
+    const { join, resolve } = await import("node:path");
+    const dir = mkdtempSync(join(tmpdir(), "arl-agent-sigint-"));
+    // Each agent (under its shell, in its own process group) writes its pid, then runs "forever".
+    const agent = `${node(`require("fs").writeFileSync(require("path").join(${JSON.stringify(dir)}, "agent-" + process.pid), ""); setInterval(() => {}, 1000)`)}; true`;
+    const trainer = join(dir, "trainer.mts");
+    writeFileSync(trainer, [
+      `import { runAgentCommand } from ${JSON.stringify(resolve("src/train/agentRollouts.ts"))};`,
+      `const ctx = (id) => ({ baseURL: "http://127.0.0.1:1/v1", apiKey: "k", rolloutId: id, rewardURL: "http://127.0.0.1:1/r", task: { id, question: "q", answers: [], kind: "x" }, signal: new AbortController().signal, env: {} });`,
+      `await Promise.all(["a", "b"].map((id) => runAgentCommand(${JSON.stringify(agent)}, ctx(id), { timeoutMs: 120000 })));`,
+    ].join("\n"));
+    const child = spawn(process.execPath, ["--import", "tsx", trainer], { stdio: "ignore" });
+    const pids = (): number[] => readdirSync(dir).filter((f) => f.startsWith("agent-")).map((f) => Number(f.slice(6)));
+    for (let i = 0; i < 600 && pids().length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(pids()).toHaveLength(2);
+    const exited = new Promise<NodeJS.Signals | null>((r) => child.on("exit", (_code, signal) => r(signal)));
+    child.kill("SIGINT");
+    expect(await exited).toBe("SIGINT");
+    await new Promise((r) => setTimeout(r, 300));
+    const state = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] ?? "gone";
+      } catch {
+        return "gone";
+      }
+    };
+    for (const pid of pids()) expect(["gone", "Z", "X"], `agent ${pid}`).toContain(state(pid));
+  }, 90_000);
 });
 
 const seg = (tokens: number[], lossMask: number[], calls: number[]): GatewaySegment => ({

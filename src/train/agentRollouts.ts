@@ -37,6 +37,48 @@ export interface AgentResult {
 export type AgentFunction = (ctx: AgentContext) => Promise<AgentResult | void>;
 
 /**
+ * The process groups of the command agents running now. Each agent is its own process group (so a kill reaches the
+ * agent under the shell), which also means a terminal's Ctrl-C reaches only the trainer: while any agent runs, SIGINT
+ * and SIGTERM to the trainer kill every live agent group first, then end the trainer by the same signal (its default
+ * action, re-raised), and a normal exit kills any group still alive.
+ */
+const liveAgents = new Set<number>();
+
+function killLiveAgents(): void {
+  for (const pid of liveAgents) {
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  liveAgents.clear();
+}
+
+function onStopSignal(signal: NodeJS.Signals): void {
+  killLiveAgents();
+  process.removeListener("SIGINT", onStopSignal);
+  process.removeListener("SIGTERM", onStopSignal);
+  process.kill(process.pid, signal);
+}
+
+function trackAgent(pid: number): void {
+  if (liveAgents.size === 0) {
+    process.on("SIGINT", onStopSignal);
+    process.on("SIGTERM", onStopSignal);
+    process.on("exit", killLiveAgents);
+  }
+  liveAgents.add(pid);
+}
+
+function untrackAgent(pid: number): void {
+  if (!liveAgents.delete(pid) || liveAgents.size > 0) return;
+  process.removeListener("SIGINT", onStopSignal);
+  process.removeListener("SIGTERM", onStopSignal);
+  process.removeListener("exit", killLiveAgents);
+}
+
+/**
  * Runs `command` (through the shell) as one rollout's agent: the environment gets `OPENAI_BASE_URL`,
  * `OPENAI_API_KEY`, `ARL_ROLLOUT_ID`, `ARL_REWARD_URL` and `ctx.env`; stdin gets the task as one JSON line; the last stdout line
  * that parses as a JSON object is its result (`{answer}`), any other output is ignored.
@@ -53,6 +95,8 @@ export function runAgentCommand(command: string, ctx: AgentContext, options: { t
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, ...ctx.env, OPENAI_BASE_URL: ctx.baseURL, OPENAI_API_KEY: ctx.apiKey, ARL_ROLLOUT_ID: ctx.rolloutId, ARL_REWARD_URL: ctx.rewardURL },
     });
+    const pid = child.pid;
+    if (pid !== undefined && process.platform !== "win32") trackAgent(pid);
     let stdout = "";
     let stderr = "";
     let settled = false;
@@ -83,6 +127,7 @@ export function runAgentCommand(command: string, ctx: AgentContext, options: { t
     child.stderr.on("data", (b: Buffer) => (stderr = (stderr + b.toString("utf8")).slice(-2_048)));
     child.on("error", (e) => done({ error: `agent command failed to start: ${e.message}` }));
     child.on("close", (code, signal) => {
+      if (pid !== undefined) untrackAgent(pid);
       ctx.signal.removeEventListener("abort", abort);
       if (code !== 0) {
         done({ error: `agent exited with ${code === null ? `signal ${signal}` : `code ${code}`}${stderrGist(stderr)}` });
