@@ -14,8 +14,9 @@ import type { RolloutRecord } from "../src/gateway/types.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { listen } from "../src/serve/http.ts";
 import { createWorldsRetrievalApp } from "../src/serve/retrieval.ts";
-import { runAgentExperiment } from "../src/train/agentExperiment.ts";
+import { dryRunAgent, runAgentExperiment } from "../src/train/agentExperiment.ts";
 import { agentHackingMetrics } from "../src/train/agentRun.ts";
+import type { AgentFunction } from "../src/train/agentRollouts.ts";
 import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { silentReporter, type Reporter } from "../src/train/experiment.ts";
@@ -138,7 +139,14 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
 
   it("scores transcripts with the config's reward terms (--reward.preset composite): parts in metrics and samples", async () => {
     const cfg = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "policy.contextLength": "512", "rl.steps": "1", "run.dir": root, "run.name": "terms", "reward.preset": "composite" }));
-    const s = await runAgentExperiment(cfg, { agent: searchAgent(), overwrite: true });
+    const answersSeen = new Map<string, number>();
+    const agent = searchAgent();
+    const s = await runAgentExperiment(cfg, { agent: (ctx) => (answersSeen.set(ctx.rolloutId, ctx.task.answers.length), agent(ctx)), overwrite: true });
+    // Held-out tasks reach the agent without gold answers; training tasks keep them (an agent may score itself).
+    const seen = [...answersSeen];
+    expect(seen.filter(([id]) => /^(warm|after)-/.test(id)).every(([, n]) => n === 0)).toBe(true);
+    expect(seen.filter(([id]) => id.startsWith("run")).every(([, n]) => n > 0)).toBe(true);
+    expect(seen.filter(([id]) => /^(warm|after)-/.test(id))).toHaveLength(2 * s.before.n);
     const m = s.steps[0];
     for (const t of Object.keys(REWARD_PRESETS.composite.weights)) expect(m[`reward/${t}`], t).toBeTypeOf("number");
     // A sampled rollout's reward is Σ part × weight, and its search_cost part is −(searches the retrieval server answered).
@@ -157,6 +165,20 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
       expect(evals.flatMap((e) => e.segments).every((g) => g.promptLength > 0 && g.calls.length > 0)).toBe(true);
     }
   }, 120_000);
+
+  it("--dry-run's probe names an agent that cannot follow the teacher's search, or gives no answer", async () => {
+    const cfg = config("dry");
+    // Calls the model, but offers it no tools: the teacher's search call comes back as text it never runs.
+    const noTool: AgentFunction = async (ctx) => {
+      const r = await fetch(`${ctx.baseURL}/chat/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ctx.apiKey}` }, body: JSON.stringify({ model: "m", messages: [{ role: "user", content: ctx.task.question }] }) });
+      const j = (await r.json()) as { choices: Array<{ message: { content: string } }> };
+      return { answer: j.choices[0].message.content };
+    };
+    await expect(dryRunAgent(cfg, { agent: noTool })).rejects.toThrow(/the agent did not run the teacher's search \(0 tool call\(s\) parsed, 1 invalid, 0 retrieval request\(s\)\): the warm start's teacher calls a tool named "search"/);
+    const agent = searchAgent();
+    await expect(dryRunAgent(cfg, { agent: async (ctx) => void (await agent(ctx)) })).rejects.toThrow(/the probe rollout ended without an answer/);
+    expect((await dryRunAgent(cfg, { agent })).at(-1)).toMatch(/^agent: probe rollout against the careful teacher: 2 model call\(s\), 1 tool call\(s\)/);
+  }, 60_000);
 
   it("serves each world's corpus at its own URL: a counterfactual world's unknown facts differ from the real world's", async () => {
     const world = buildWorld({ seed: 1, numCountries: 12 });

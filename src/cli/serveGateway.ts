@@ -115,6 +115,7 @@ async function loadTinkerGatewayPolicy(opts: { checkpoint?: string; smoke?: bool
   } else {
     throw new ConfigError(["policy.tinker.tokenizer: with --policy.backend tinker the gateway renders messages with the served model's tokenizer — --policy.tinker.tokenizer <folder with tokenizer.json>, or --checkpoint <dir> for a model the server serves from that checkpoint (arl serve trainer --checkpoint <dir>)"]);
   }
+  console.error(`tinker: connecting to ${t.baseUrl} (model ${t.baseModel}; each request retries for ${t.retryForMs} ms while the server is unreachable)`);
   const backend = await createBackend(config, gptConfigOf(config, tokenizer.vocabSize));
   return {
     policy: { name: opts.modelName ?? t.baseModel, sampler: backend.samplingClient(), tokenizer, contextLength, ...(opts.maxTokens ? { maxTokens: opts.maxTokens } : {}) },

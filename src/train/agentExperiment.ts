@@ -119,7 +119,8 @@ export const gradeAnswer = (task: Task, answer: string | undefined): number => (
  * The tokenizer an `--agent` run's policy speaks: a real model's (`policy.tinker.tokenizer`) on a Tinker server; the
  * warm-start checkpoint's with `warmStart`; else the world's words, the Hermes template's and the teacher's tool-call
  * markup (the agent's own prompt words that the world lacks are [UNK]: a fixed prefix).
- * @throws ConfigError for a Tinker backend without either of the first two (the server's model fixes the vocabulary)
+ * @throws ConfigError for a Tinker backend without either of the first two (the server's model fixes the vocabulary),
+ *   or a `warmStart` checkpoint whose context is shorter than `MIN_AGENT_CONTEXT`
  */
 export async function agentTokenizer(config: ExperimentConfig, world: World, options: Pick<AgentExperimentOptions, "agentTexts" | "warmStart">): Promise<{ tokenizer: Tokenizer; gpt?: GPTConfig }> {
   if (config.policy.backend === "tinker" && config.policy.tinker.tokenizer !== undefined) return { tokenizer: loadTokenizer(config.policy.tinker.tokenizer) };
@@ -127,6 +128,9 @@ export async function agentTokenizer(config: ExperimentConfig, world: World, opt
     const p = await loadPolicy(options.warmStart);
     const out = { tokenizer: p.tokenizer, gpt: p.gpt };
     if (p.backend instanceof EmbeddedBackend) p.backend.dispose();
+    if (p.gpt.contextLength < MIN_AGENT_CONTEXT) {
+      throw new ConfigError([`--agent-warm-start: ${options.warmStart} has a ${p.gpt.contextLength}-token context; an agent's calls need at least ${MIN_AGENT_CONTEXT} (use a checkpoint of an --agent run, e.g. runs/<name>/checkpoints/sft)`]);
+    }
     return out;
   }
   if (config.policy.backend === "tinker") {
@@ -204,6 +208,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   let reference: TrainingBackend | undefined;
   let gateway: RunningGateway | undefined;
   try {
+    if (config.policy.backend === "tinker") reporter.log(`tinker: connecting to ${config.policy.tinker.baseUrl} (model ${config.policy.tinker.baseModel}; each request retries for ${config.policy.tinker.retryForMs} ms while the server is unreachable)`);
     backend = await createBackend(config, gpt, from);
     gateway = await startGateway({
       policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
@@ -220,7 +225,8 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       let done = 0;
       const limit = new ToolLimiter(DEMO_CONCURRENCY);
       const records = await Promise.all(held.map((task, i) => limited(limit, async () => {
-        const r = await runAgentRollout(base, `${label}-${config.run.seed}-${i}`, task, real.env);
+        // Held-out tasks reach the agent without their gold answers: success is graded here, never by the agent.
+        const r = await runAgentRollout(base, `${label}-${config.run.seed}-${i}`, task, real.env, { hideAnswers: true });
         bar.update(++done);
         return r;
       })));
@@ -381,12 +387,24 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
     const task = world.train.find((t) => t.known === false) ?? world.train[0];
     const id = `dry-run-${config.run.seed}`;
     const rewardSpec = rewardConfigOf(config);
+    let retrievalsSeen = 0;
     const r = await runAgentRollout(
-      { agent: options.agent, gateway, rolloutDeadlineMs: options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS, grade: (t, a, transcript) => gradeTranscript(t, a, transcript, retrievals.take(transcript.id), rewardSpec) },
+      { agent: options.agent, gateway, rolloutDeadlineMs: options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS, grade: (t, a, transcript) => {
+        const served = retrievals.take(transcript.id);
+        retrievalsSeen = served.reduce((n, c) => n + c.queries.length, 0);
+        return gradeTranscript(t, a, transcript, served, rewardSpec);
+      } },
       id, task, { ARL_RETRIEVAL_URL: `${retrieval.url}/worlds/0/rollouts/${id}` },
     );
     if (r.status !== "rewarded") throw new ConfigError([`--agent: the probe rollout (the careful teacher answering through the gateway, question ${JSON.stringify(task.question)}) was dropped: ${r.dropReason} — see examples/agents/README.md for the contract`]);
     const searches = r.calls.reduce((a, c) => a + c.toolCalls.length, 0);
+    // The warm start's teacher speaks one tool: a problem here means demonstrations the agent cannot follow.
+    if (r.calls.some((c) => c.invalid) || searches === 0 || retrievalsSeen === 0) {
+      throw new ConfigError([`--agent: in the probe rollout the agent did not run the teacher's search (${searches} tool call(s) parsed, ${r.calls.filter((c) => c.invalid).length} invalid, ${retrievalsSeen} retrieval request(s)): the warm start's teacher calls a tool named "search" with {"query": "…"} and the agent must send that query to ARL_RETRIEVAL_URL's /retrieve (top 3) — give your agent that tool (examples/agents/README.md), or start from a checkpoint of your own with --agent-warm-start`]);
+    }
+    if (r.answer === undefined) {
+      throw new ConfigError([`--agent: the probe rollout ended without an answer: a command agent prints {"answer": "…"} as its last stdout line, a module returns {answer} (examples/agents/README.md); without one every rollout scores as unanswered`]);
+    }
     lines.push(`agent: probe rollout against the careful teacher: ${r.calls.length} model call(s), ${searches} tool call(s), ${r.segments.length} segment(s), ${r.mismatches} mismatch(es); answer ${JSON.stringify(r.answer ?? null)} (gold ${JSON.stringify(task.answers[0])}), reward ${r.reward!.value}`);
     return lines;
   } finally {
@@ -429,6 +447,9 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
   ctx.demoWorlds.forEach((w, k) => jobs.push({ persona: "careful", served: w, tasks: w.world.train.filter((t) => t.known === false), tag: `cf${k + 1}` }));
   const datums: Datum[] = [];
   let firstDrop: string | undefined;
+  let demoCalls = 0;
+  let demoInvalid = 0;
+  let demoToolCalls = 0;
   const bar = reporter.bar("demonstrations", jobs.reduce((a, j) => a + j.tasks.length, 0));
   let done = 0;
   for (const job of jobs) {
@@ -445,9 +466,18 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
       ),
     );
     firstDrop ??= records.find((r) => r.status === "dropped")?.dropReason;
+    for (const r of records) {
+      demoCalls += r.calls.length;
+      demoInvalid += r.calls.filter((c) => c.invalid).length;
+      demoToolCalls += r.calls.reduce((a, c) => a + c.toolCalls.length, 0);
+    }
     for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
   }
   bar.stop();
+  // The teacher's demonstrations search unknown facts; an agent whose tool is not `search(query)` cannot follow them.
+  if (demoToolCalls === 0 || demoInvalid > 0.2 * demoCalls) {
+    reporter.log(`warning: warm start: the agent parsed ${demoToolCalls} of the teacher's tool calls (${demoInvalid} of ${demoCalls} calls invalid): the teacher calls a tool named "search" with {"query": "…"}; an agent without that tool learns from demonstrations it cannot run (check with --dry-run; examples/agents/README.md)`);
+  }
   if (datums.length === 0) {
     throw new Error(`warm start: the agent produced no demonstrations with the teacher: ${firstDrop ? `rollouts were dropped (first: ${firstDrop})` : "no rollout"} — check the agent against the gateway (examples/agents/README.md)`);
   }

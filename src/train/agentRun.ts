@@ -195,7 +195,10 @@ export function agentHackingMetrics(rollouts: ReadonlyArray<{ record: AgentRollo
 
 /**
  * One rollout: open it, run the agent against its base URL, grade it if the agent did not report, collect it.
- * @param env what the task's tools need from the rollout's environment (`AgentContext.env`)
+ * @param worldEnv what the task's tools need from the rollout's environment (`AgentContext.env`), or a function of the
+ *   rollout id giving it
+ * @param rolloutOptions `hideAnswers`: the agent gets the task without its gold answers (held-out evaluation); the grade
+ *   still uses them
  * @returns the record and the agent's answer: rewarded (by the agent, or graded here), or dropped with the agent's
  *   failure as the reason
  * @throws GatewayError 409 when `id` was already used on this gateway
@@ -205,6 +208,7 @@ export async function runAgentRollout(
   id: string,
   task: Task,
   worldEnv: AgentWorld["env"] = {},
+  rolloutOptions: { hideAnswers?: boolean } = {},
 ): Promise<AgentRolloutRecord> {
   const env = typeof worldEnv === "function" ? worldEnv(id) : worldEnv;
   const reg = options.gateway.registry;
@@ -216,7 +220,7 @@ export async function runAgentRollout(
     apiKey: options.apiKey ?? "arl",
     rolloutId: id,
     rewardURL: `${options.gateway.url}/rollout/${encodeURIComponent(id)}/reward`,
-    task,
+    task: rolloutOptions.hideAnswers === true ? { ...task, answers: [] } : task,
     signal: deadline.signal,
     env,
   };
