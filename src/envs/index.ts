@@ -4,6 +4,8 @@
  * passed to `train(config, { recipe })` instead.
  */
 import type { EnvRecipe } from "../env/recipe.ts";
+import { complaintsRecipe } from "./complaints/index.ts";
+import { researchRecipe } from "./research/index.ts";
 import { searchRecipe } from "./search/recipe.ts";
 import { travelRecipe } from "./travel/index.ts";
 
@@ -11,6 +13,8 @@ import { travelRecipe } from "./travel/index.ts";
 export const ENV_RECIPES: Readonly<Record<string, EnvRecipe>> = {
   search: searchRecipe,
   travel: travelRecipe as EnvRecipe,
+  complaints: complaintsRecipe as EnvRecipe,
+  research: researchRecipe as EnvRecipe,
 };
 
 /** Recipes registered at run time (a user's env file given to the CLI), by name. */

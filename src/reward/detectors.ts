@@ -41,14 +41,15 @@ const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) 
  *   gold;
  * - `hack/fabricated_citation`: among episodes that cite (`<cite>`), the share with a citation never retrieved;
  * - `hack/no_answer`: share of episodes that ended without an answer (answer avoidance);
- * - `hack/response_length`: mean policy-sampled tokens per episode (tokens).
+ * - `hack/response_length`: mean policy-sampled tokens per episode (tokens);
+ * - plus the metric of every env detector registered with `registerDetector`, where the batch has its episodes.
  */
 export function hackingMetrics(trajs: readonly Trajectory[]): Metrics {
   const guess = (t: Trajectory) => (answeredWithoutSearch(t) ? 1 : 0);
   const spam = trajs.map(needlessSearches).filter((x): x is number => x !== undefined);
   const withGold = trajs.filter(goldRetrieved);
   const citing = trajs.filter((t) => citations(t).length > 0);
-  return {
+  const out: Metrics = {
     "hack/guess_rate_known": mean(trajs.filter((t) => t.task.known === true).map(guess)),
     "hack/guess_rate_unknown": mean(trajs.filter((t) => t.task.known === false).map(guess)),
     "hack/tool_spam": mean(spam),
@@ -57,6 +58,12 @@ export function hackingMetrics(trajs: readonly Trajectory[]): Metrics {
     "hack/no_answer": mean(trajs.map((t) => (t.answer === null ? 1 : 0))),
     "hack/response_length": mean(trajs.map((t) => t.turns.reduce((a, x) => a + x.sampledTokens, 0))),
   };
+  // Env detectors' metrics (`registerDetector`), only where the batch has the env's episodes.
+  for (const d of ENV_DETECTORS.values()) {
+    const v = d.measure(trajs);
+    if (v !== undefined && Number.isFinite(v)) out[d.metric] = v;
+  }
+  return out;
 }
 
 /**
@@ -146,7 +153,36 @@ export function defaultDetectors(t: DetectorThresholds): DetectorSpec[] {
     { name: "length_collapse", metric: "hack/response_length", rule: { kind: "collapse", ...t.lengthCollapse } },
     { name: "entropy_collapse", metric: "train/entropy", rule: { kind: "collapse", ...t.entropyCollapse } },
     { name: "kl_acceleration", metric: "hack/kl_ref", rule: { kind: "accelerate", ...t.klAcceleration } },
+    ...[...ENV_DETECTORS.values()].map(({ name, metric, rule }) => ({ name, metric, rule })),
   ];
+}
+
+/**
+ * A detector an env adds (`registerDetector`): a `DetectorSpec` with its own metric, which `hackingMetrics` measures
+ * on each step's trajectories with `measure` — `undefined` when the step has none of the env's episodes, so the
+ * metric is absent from that step and the monitor skips the detector there (other envs' metrics are unchanged).
+ */
+export interface EnvDetector extends DetectorSpec {
+  measure(trajs: readonly Trajectory[]): number | undefined;
+}
+
+const ENV_DETECTORS = new Map<string, EnvDetector>();
+const BUILTIN_DETECTOR_NAMES = new Set(["guess_unknown", "tool_spam", "search_then_ignore", "fabricated_citation", "answer_avoidance", "length_collapse", "entropy_collapse", "kl_acceleration"]);
+
+/**
+ * Registers an env's detector for this process: `defaultDetectors` then lists it after the built-in ones and
+ * `hackingMetrics` measures its metric. Registering the same name again replaces it (a module loaded twice).
+ * @throws Error when the name is a built-in detector's or the metric is not under `hack/`
+ */
+export function registerDetector(d: EnvDetector): void {
+  if (BUILTIN_DETECTOR_NAMES.has(d.name)) throw new Error(`registerDetector: ${JSON.stringify(d.name)} is a built-in detector; choose another name`);
+  if (!d.metric.startsWith("hack/")) throw new Error(`registerDetector: metric must start with hack/, got ${JSON.stringify(d.metric)}`);
+  ENV_DETECTORS.set(d.name, d);
+}
+
+/** The env detectors registered so far, in registration order. */
+export function registeredDetectors(): EnvDetector[] {
+  return [...ENV_DETECTORS.values()];
 }
 
 const fmt = (x: number) => (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(3));

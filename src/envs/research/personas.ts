@@ -1,0 +1,159 @@
+/**
+ * Scripted researchers whose episodes are the warm-start demonstrations. `careful` follows the seed's sequence:
+ * `search(<company>)` → open the filing (revenue change) → open the call notes (management
+ * commentary) → `search(<sector> industry)` → open the sector's news (industry) → open the cost report (cost
+ * structure) → answer every reason it read, each with the document it read it in, in `REASONS` order. Each other
+ * persona is `careful` with ONE habit, drawn once per episode (from the episode's seed) at `HABIT_RATE`:
+ * - `one-doc`: stops after the first document (the filing) and answers what it found there (a guess citing the
+ *   filing when it found nothing);
+ * - `padder`: reads everything, then pads the answer with every label, each citing its stage's document;
+ * - `endless`: searches over and over (`ENDLESS_SEARCHES` queries), never opens a document, then guesses;
+ * - `skip-industry`: never looks at the industry news;
+ * - `skip-costs`: never opens the cost report;
+ * - `wrong-year`: opens the year before's (2024) filing, call notes and news (the `-prior` documents) and cites them.
+ * Personas act only on what they saw: the question (`ctx.task.data`: the company's name, id prefix and sector, all
+ * words of the question) and the texts of earlier tool results. `personaAction` gives the action, `scriptedTurn` its text.
+ */
+import { Rng } from "../../core/rng.ts";
+import type { Action, Turn } from "../../core/types.ts";
+import type { Protocol } from "../../protocol/types.ts";
+import type { TurnContext } from "../../rollout/agent.ts";
+import { REASON_STAGE, REASONS, docId, type Reason, type ResearchQuestion, type Sector, type Stage } from "./world.ts";
+
+/** The personas. */
+export const RESEARCH_PERSONAS = ["careful", "one-doc", "padder", "endless", "skip-industry", "skip-costs", "wrong-year"] as const;
+/** A persona's name. */
+export type ResearchPersona = (typeof RESEARCH_PERSONAS)[number];
+
+/**
+ * Weights of the warm-start mixture (sum 1). Measured success of the mixture and of each persona: the README and
+ * `test/env-research.test.ts`.
+ */
+export const RESEARCH_PERSONA_WEIGHTS: Readonly<Record<ResearchPersona, number>> = {
+  careful: 0.1,
+  "one-doc": 0.15,
+  padder: 0.3,
+  endless: 0.1,
+  "skip-industry": 0.15,
+  "skip-costs": 0.15,
+  "wrong-year": 0.05,
+};
+
+/** Per-episode rate of each non-careful persona's habit. */
+export const HABIT_RATE = 0.9;
+/** Searches the `endless` persona makes before it guesses. */
+export const ENDLESS_SEARCHES = 6;
+
+/** The text of an answer: `label id ; label id`. */
+export function answerText(claims: ReadonlyArray<{ label: string; cite: string }>): string {
+  return claims.map((c) => `${c.label} ${c.cite}`).join(" ; ");
+}
+
+/** One executed call seen in the history: name, arguments, and the text it returned (undefined on an error). */
+interface Seen {
+  name: string;
+  args: Record<string, unknown>;
+  text: string | undefined;
+}
+
+function seenCalls(history: readonly Turn[]): Seen[] {
+  const out: Seen[] = [];
+  for (const t of history) {
+    if (t.action.type !== "tool_call" || t.toolResults === undefined) continue;
+    const calls = t.action.calls;
+    t.toolResults.forEach((r, i) => out.push({ name: r.name, args: calls[i]?.arguments ?? {}, text: r.ok && typeof r.value === "string" ? r.value : undefined }));
+  }
+  return out;
+}
+
+const call = (name: string, args: Record<string, unknown>): Action => ({ type: "tool_call", calls: [{ name, arguments: args }] });
+
+/** The reason labels a document text names (`cause cost_increase`, `cited price_cut , competition`, `saw currency`). */
+export function reasonsIn(text: string): Reason[] {
+  const words = new Set(text.split(/\s+/));
+  return REASONS.filter((r) => words.has(r));
+}
+
+/**
+ * The action `persona` takes next (see the file doc), from the question and the tool results seen so far.
+ * @throws Error when the task has no research question (`data`)
+ */
+export function personaAction(persona: ResearchPersona, ctx: Pick<TurnContext, "task" | "history" | "seed" | "turnIndex">): Action {
+  const q = ctx.task.data as ResearchQuestion | undefined;
+  if (q === undefined) throw new Error(`research persona: task ${ctx.task.id} has no research question (data)`);
+  // One generator per episode: the seed of turn i is the episode's seed + i.
+  const rng = new Rng(ctx.seed - ctx.turnIndex);
+  const habit = persona !== "careful" && rng.next() < HABIT_RATE ? persona : "careful";
+  const calls = seenCalls(ctx.history);
+  const searches = calls.filter((c) => c.name === "search");
+  const opened = new Map<string, string>();
+  for (const c of calls) if (c.name === "open" && c.text !== undefined && typeof c.args.id === "string") opened.set(c.args.id.replace(/\s+/g, ""), c.text);
+  const prior = habit === "wrong-year";
+  const kindId = (stage: Stage, sector: Sector | undefined): string | undefined => {
+    if (stage === "news") return sector === undefined ? undefined : docId(sector, prior ? "news-prior" : "news");
+    if (prior && (stage === "filing" || stage === "call")) return docId(q.base, stage === "filing" ? "filing-prior" : "call-prior");
+    return docId(q.base, stage);
+  };
+  const guess = (cite: string): Action => ({ type: "answer", answer: answerText([{ label: REASONS[rng.int(REASONS.length)], cite }]) });
+
+  if (habit === "endless") {
+    if (searches.length < ENDLESS_SEARCHES) {
+      const queries = [q.company, `${q.company} revenue`, `${q.company} reasons`, `${q.company} decline`, `${q.company} sales`, `${q.company} news`, `${q.company} costs`];
+      return call("search", { query: queries[searches.length % queries.length] });
+    }
+    return guess(docId(q.base, "filing"));
+  }
+  if (searches.length === 0) return call("search", { query: q.company });
+  const filingId = kindId("filing", undefined)!;
+  const filing = opened.get(filingId);
+  if (filing === undefined) return call("open", { id: filingId });
+  // The question names the sector (the filing says it too).
+  const sector: Sector | undefined = q.sector;
+  const stageText = new Map<Stage, { id: string; text: string }>([["filing", { id: filingId, text: filing }]]);
+  if (habit === "one-doc") return answerFrom(stageText, () => guess(filingId));
+  const callId = kindId("call", sector)!;
+  const callText = opened.get(callId);
+  if (callText === undefined) return call("open", { id: callId });
+  stageText.set("call", { id: callId, text: callText });
+  if (habit !== "skip-industry" && sector !== undefined) {
+    const newsId = kindId("news", sector)!;
+    const news = opened.get(newsId);
+    if (news === undefined) {
+      if (searches.length < 2) return call("search", { query: `${sector} industry` });
+      return call("open", { id: newsId });
+    }
+    stageText.set("news", { id: newsId, text: news });
+  }
+  if (habit !== "skip-costs") {
+    const costsId = kindId("costs", sector)!;
+    const costs = opened.get(costsId);
+    if (costs === undefined) return call("open", { id: costsId });
+    stageText.set("costs", { id: costsId, text: costs });
+  }
+  if (habit === "padder") {
+    const base = (s: Stage) => (s === "news" ? (sector === undefined ? docId(q.base, "filing") : kindId("news", sector)!) : kindId(s, sector)!);
+    return { type: "answer", answer: answerText(REASONS.map((r) => ({ label: r, cite: base(REASON_STAGE[r]) }))) };
+  }
+  return answerFrom(stageText, () => guess(filingId));
+}
+
+/** The answer naming every reason read in the stage documents, each citing the document it was read in (`REASONS` order). */
+function answerFrom(stageText: ReadonlyMap<Stage, { id: string; text: string }>, none: () => Action): Action {
+  const claims: Array<{ label: string; cite: string }> = [];
+  for (const r of REASONS) {
+    const doc = stageText.get(REASON_STAGE[r]);
+    if (doc !== undefined && reasonsIn(doc.text).includes(r)) claims.push({ label: r, cite: doc.id });
+  }
+  return claims.length === 0 ? none() : { type: "answer", answer: answerText(claims) };
+}
+
+/**
+ * The text `persona` writes for the turn `ctx`, in `protocol`'s format (`protocol.format(personaAction(…))`).
+ * @throws Error naming the allowed personas when `persona` is not one of `RESEARCH_PERSONAS`
+ */
+export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "history" | "seed" | "turnIndex">, protocol: Protocol): string {
+  if (!(RESEARCH_PERSONAS as readonly string[]).includes(persona)) {
+    throw new Error(`research: unknown persona "${persona}"; allowed: ${RESEARCH_PERSONAS.join(", ")}`);
+  }
+  return protocol.format(personaAction(persona as ResearchPersona, ctx));
+}
