@@ -82,7 +82,7 @@ export { RL_LOSS_FNS, TINKER_SERVER_LOSSES, backendLossOf, lossAggModeOf, tinker
 export type { RlLossFn, TinkerLoss } from "./algo/policyLoss.ts";
 export { turnSpans, turnRewards, tokenRewardsFromTurns, turnAnchors, gigpoAdvantages, perTurnAdvantage } from "./algo/turns.ts";
 export type { TurnRewardWeights, GigpoTrajectory, GigpoOptions } from "./algo/turns.ts";
-export { overlongPenalty, applyOverlongShaping, informativeGroups } from "./algo/dapo.ts";
+export { overlongPenalty, applyOverlongShaping, informativeGroups, moreTasksFrom } from "./algo/dapo.ts";
 
 // ── Reward (src/reward/*.ts) ──────────────────────────────────────────────────────────────────────────────────────
 /** Weighted reward terms composed into a breakdown that keeps every term. */

@@ -1,8 +1,16 @@
 // DAPO's data-side pieces (src/algo/dapo.ts) on hand-computed examples: overlong shaping and the group filter of
-// dynamic sampling. The loop around them (resampling to fill the batch): test/algo-rl.test.ts.
+// dynamic sampling, the source of its extra tasks and its wiring in the RL loop (trainRlOn: extra batches are new
+// tasks of the world, not the step's own re-rolled). The loop's metrics: test/algo-rl.test.ts.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Trajectory, TrajectoryGroup } from "../src/core/types.ts";
-import { applyOverlongShaping, informativeGroups, overlongPenalty } from "../src/algo/dapo.ts";
+import type { EnvFactory } from "../src/env/types.ts";
+import { applyOverlongShaping, informativeGroups, moreTasksFrom, overlongPenalty } from "../src/algo/dapo.ts";
+import { applyOverrides, resolveConfig, SMOKE_OVERRIDES } from "../src/train/config.ts";
+import { setup, silentReporter, trainRlOn, warmStart, warmStartDemos } from "../src/train/experiment.ts";
+import { RunDir } from "../src/train/runDir.ts";
 
 describe("overlongPenalty (veRL DAPORewardManager)", () => {
   it("0 up to max − buffer, then linear down to −factor at the budget", () => {
@@ -48,5 +56,68 @@ describe("dynamic sampling filter and overlong term", () => {
     expect(groups[1].trajectories[1].reward!.terms.map((t) => [t.name, t.value])).toEqual([["overlong", -0.5]]);
     // Equal lengths shift a group's rewards equally: the filter's verdict does not change.
     expect(informativeGroups(groups).map((g) => g.task.id)).toEqual(["b"]);
+  });
+});
+
+describe("DAPO dynamic sampling draws new tasks (moreTasksFrom, wired in trainRlOn)", () => {
+  it("moreTasksFrom: the world's other tasks first, seeded, then a fresh shuffle of all", () => {
+    const train = ["a", "b", "c", "d", "e", "f"];
+    const batch = ["a", "b"];
+    const next = moreTasksFrom(train, batch, 7);
+    const first = next(3);
+    const second = next(1);
+    // 4 tasks are outside the batch: the first 4 drawn are exactly those, each once.
+    expect([...first, ...second].sort()).toEqual(["c", "d", "e", "f"]);
+    // Past them, a fresh shuffle of all six (so a batch's own tasks may come back only then).
+    const third = next(6);
+    expect([...third].sort()).toEqual(train);
+    // Same inputs, same sequence; another seed, another order (of the same four).
+    const again = moreTasksFrom(train, batch, 7);
+    expect([...again(3), ...again(1)]).toEqual([...first, ...second]);
+    const other = moreTasksFrom(train, batch, 8);
+    expect(other(4).sort()).toEqual(["c", "d", "e", "f"]);
+    expect(moreTasksFrom([], [], 1)(3)).toEqual([]);
+  });
+
+  it("an RL step that resamples rolls out tasks outside its own batch", async () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-dapo-"));
+    const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "rl.steps": "3", "rl.filterGroups": "true", "rl.maxGenBatches": "3", "run.dir": root, "run.name": "dapo", "run.checkpointEvery": "0" }));
+    const s = setup(config);
+    const run = new RunDir(root, "dapo", { overwrite: false });
+    const demos = await warmStartDemos(s, config);
+    const backend = await warmStart(s, config, demos, run, silentReporter);
+    // Every episode's task id, and a marker after each RL step (the progress bar's update).
+    const seen: Array<string | null> = [];
+    const makeEnv: EnvFactory = () => {
+      const env = s.makeEnv();
+      const reset = env.reset.bind(env);
+      env.reset = (task, info) => {
+        seen.push(task.id);
+        return reset(task, info);
+      };
+      return env;
+    };
+    const reporter = { log: () => {}, bar: () => ({ update: () => void seen.push(null), stop: () => {} }) };
+    const rl = await trainRlOn(backend, [{ train: s.world.train, makeEnv }], [], s, config, run, reporter, run.checkpoint("sft"), "RL");
+    const perStep: string[][] = [];
+    let cur: string[] = [];
+    for (const id of seen) {
+      if (id === null) {
+        perStep.push(cur);
+        cur = [];
+      } else cur.push(id);
+    }
+    expect(perStep.length).toBe(3);
+    const first = config.rl.tasksPerStep * config.rl.groupSize;
+    let resampled = 0;
+    perStep.forEach((ids, step) => {
+      const own = new Set(ids.slice(0, first));
+      expect(own.size).toBe(config.rl.tasksPerStep);
+      const extra = new Set(ids.slice(first));
+      expect(rl.steps[step]["train/gen_batches"] > 1).toBe(extra.size > 0);
+      for (const id of extra) expect(own.has(id), `step ${step}: ${id} re-rolled from its own batch`).toBe(false);
+      if (extra.size > 0) resampled++;
+    });
+    expect(resampled).toBeGreaterThan(0); // the smoke policy's groups are mostly all-equal: some step resamples
   });
 });

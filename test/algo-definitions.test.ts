@@ -102,7 +102,8 @@ describe("rl config", () => {
   });
   it("refuses what the backend cannot do, naming the field", () => {
     expect(() => cfg({ "policy.backend": "tinker", "rl.advantage": "gae" })).toThrow(/rl\.advantage: "gae" needs a value head/);
-    expect(() => cfg({ "policy.backend": "tinker", "rl.lossFn": "cispo" })).toThrow(/rl\.lossFn: "cispo" is not sent by the Tinker client yet.*servers that offer it: tinker, skyrl, tuft, verl-tinker/);
+    // Every RL loss is sent (test/algo-tinker.test.ts); the server family decides at the first update.
+    expect(cfg({ "policy.backend": "tinker", "rl.lossFn": "cispo" }).rl.lossFn).toBe("cispo");
     expect(() => cfg({ "policy.backend": "tinker", "rl.clipRatioC": "3" })).toThrow(/rl\.clipRatioC/);
     expect(() => cfg({ "rl.lossFn": "cispo", "rl.clipRatioC": "3" })).toThrow(/rl\.clipRatioC: dual clip applies to rl\.lossFn "ppo" only/);
     expect(() => cfg({ "rl.clipRatioC": "1" })).toThrow(/rl\.clipRatioC/);

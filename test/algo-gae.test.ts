@@ -1,9 +1,15 @@
 // GAE's critic: veRL's clipped value loss on a hand example, and the embedded value head (a linear head on the
-// policy trunk's features) whose loss falls on a fixed batch. The GAE formula itself: test/algo-estimators.test.ts.
+// policy trunk's features) whose loss falls on a fixed batch, and its state in checkpoints (a resumed gae run continues
+// the head's fit: metrics byte-identical to an uninterrupted run's). The GAE formula itself: test/algo-estimators.test.ts.
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Datum } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import { embeddedCritic, explainedVariance, valueLoss } from "../src/policy/embedded/value.ts";
+import { embeddedCritic, explainedVariance, valueLoss, ValueHead, type ValueHeadState } from "../src/policy/embedded/value.ts";
+import { applyOverrides, resolveConfig, SMOKE_OVERRIDES } from "../src/train/config.ts";
+import { runExperiment } from "../src/train/experiment.ts";
 
 describe("valueLoss (verl compute_value_loss)", () => {
   it("hand example: one unclipped token, one clipped", () => {
@@ -57,5 +63,52 @@ describe("embedded value head", () => {
     expect(a[59]).toBeLessThan(0.25 * a[0]);
     expect(await run()).toEqual(a); // same data, same seed → identical numbers
     be.dispose();
+  });
+});
+
+describe("the value head in checkpoints (value-head.json)", () => {
+  it("state() / restore() round-trips exactly and refuses another shape", () => {
+    const a = new ValueHead(3, { learningRate: 0.1, cliprange: 0.5, updates: 2 });
+    const h = [Float32Array.from([1, 0, 2, 0.5, -1, 1])]; // one datum, two positions × dModel 3
+    a.update(h, [[1, 0]], [[0, 0]], [[1, 1]]);
+    const b = new ValueHead(3, { learningRate: 0.1, cliprange: 0.5, updates: 2 });
+    b.restore(JSON.parse(JSON.stringify(a.state())) as ValueHeadState);
+    expect(b.state()).toEqual(a.state());
+    // Both continue identically (the Adam moments and step count came along, not only the weights).
+    expect(b.update(h, [[0.5, 1]], [[0, 0]], [[1, 1]])).toEqual(a.update(h, [[0.5, 1]], [[0, 0]], [[1, 1]]));
+    expect(b.values(h)).toEqual(a.values(h));
+    expect(() => new ValueHead(4, a.options).restore(a.state())).toThrow("value head: saved for dModel 3, this policy has 4");
+    expect(() => b.restore({ ...a.state(), w: [1, 2] })).toThrow("value head: w must be 3 finite numbers");
+  });
+
+  it("a gae run resumed from a middle checkpoint ends with the uninterrupted run's metrics.jsonl (and not without the head)", async () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-gae-resume-"));
+    const cfg = (name: string) => resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "rl.steps": "4", "rl.advantage": "gae", "rl.lam": "0.95", "eval.maxTasks": "2", "run.dir": root, "run.name": name }));
+    await runExperiment(cfg("whole"));
+    const reference = readFileSync(join(root, "whole", "metrics.jsonl"), "utf8");
+    const ckpt = (run: string, c: string) => join(root, run, "checkpoints", c);
+    expect(existsSync(join(ckpt("whole", "step-2"), "value-head.json"))).toBe(true);
+    expect(Object.keys(JSON.parse(readFileSync(join(ckpt("whole", "step-2"), "policy-manifest.json"), "utf8")) as object)).toContain("value-head.json");
+    /** A copy of the whole run cut back to its step-2 checkpoint (as if killed during step 3), resumed. */
+    const resumeFrom2 = async (name: string, edit?: (dir: string) => void) => {
+      cpSync(join(root, "whole"), join(root, name), { recursive: true });
+      for (const c of ["step-3", "step-4", "final"]) rmSync(ckpt(name, c), { recursive: true });
+      rmSync(join(root, name, "summary.json"));
+      edit?.(ckpt(name, "step-2"));
+      await runExperiment(cfg(name), undefined, { overwrite: false, resume: true });
+      return readFileSync(join(root, name, "metrics.jsonl"), "utf8");
+    };
+    expect(await resumeFrom2("resumed")).toBe(reference);
+    // Control: the same checkpoint without its value head (the head refits from zero) does not reproduce the run.
+    const without = await resumeFrom2("no-head", (dir) => {
+      rmSync(join(dir, "value-head.json"));
+      const manifest = JSON.parse(readFileSync(join(dir, "policy-manifest.json"), "utf8")) as Record<string, string>;
+      delete manifest["value-head.json"];
+      writeFileSync(join(dir, "policy-manifest.json"), JSON.stringify(manifest));
+    });
+    expect(without).not.toBe(reference);
+    // Other runs' checkpoints carry no value head.
+    await runExperiment(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "eval.maxTasks": "2", "run.dir": root, "run.name": "grpo" })));
+    expect(existsSync(join(root, "grpo", "checkpoints", "final", "value-head.json"))).toBe(false);
   });
 });

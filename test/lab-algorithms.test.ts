@@ -1,7 +1,7 @@
 // `arl lab` over algorithm designs (src/lab/designs.ts ALGORITHM_DESIGNS): the same warm start, seed, data and budget
-// per algorithm; the quick lab runs in seconds, its training-dynamics table is measured, and a rerun's per-step
-// metrics are identical.
-import { mkdtempSync, readFileSync } from "node:fs";
+// per algorithm; the quick lab runs in seconds, its training-dynamics table is measured, a rerun's per-step metrics
+// are identical, and a design added later from the same warm start (`warmStart`) measures what the lab would have.
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -49,5 +49,17 @@ describe("algorithm designs", () => {
     expect(strip(b)).toEqual(strip(a));
     // Same warm start for every design: the first rollout's reward is the same sample of the same policy.
     expect(new Set(a.designs.map((d) => d.steps[0]["reward/mean"])).size).toBe(1);
+    // The warm start's held-out episodes are written beside the designs' (the viewer's Compare reads them).
+    expect(existsSync(join(root, "algo-a", "samples", "eval-warm-start-sft.jsonl"))).toBe(true);
+
+    // One more design added later from the same warm start (`--warm-start`): what the full lab would have measured.
+    const sft = join(root, "algo-a", "checkpoints", "sft");
+    const c = await runLab(quick({ "run.name": "algo-c", "lab.designs": "gae", "lab.examples": "1", "rl.steps": "3" }), undefined, { overwrite: true, quick: true, warmStart: sft });
+    expect(c.warmStartFrom).toBe(sft);
+    expect(c.warmStart).toEqual(a.warmStart);
+    expect(strip(c)).toEqual(strip(a).filter((d) => d.name === "gae"));
+    expect(existsSync(join(root, "algo-c", "checkpoints", "sft"))).toBe(false); // no warm start trained
+    await expect(runLab(quick({ "run.name": "algo-d", "lab.designs": "gae" }), undefined, { overwrite: true, quick: true, warmStart: join(root, "nope") })).rejects.toThrow(/--warm-start: checkpoint .*nope: no such folder/);
+    await expect(runLab(quick({ "run.name": "algo-e", "lab.designs": "gae", "policy.dModel": "16" }), undefined, { overwrite: true, quick: true, warmStart: sft })).rejects.toThrow(/--warm-start: checkpoint .*gpt\.json does not match this config \(dModel 32 vs 16/);
   });
 });

@@ -4,6 +4,7 @@
  * `verl/workers/reward_manager/dapo.py:112-125` overlong buffer; docs/algo/dapo.md "Dynamic Sampling" for
  * `algorithm.filter_groups`). The clip-higher part is `rl.clipHigh`; the token-level loss is `rl.lossAggMode`.
  */
+import { Rng } from "../core/rng.ts";
 import type { Trajectory, TrajectoryGroup } from "../core/types.ts";
 
 /**
@@ -59,4 +60,31 @@ export function informativeGroups(groups: readonly TrajectoryGroup[]): Trajector
     });
     return r.some((x) => x !== r[0]);
   });
+}
+
+/**
+ * DAPO dynamic sampling's source of extra prompts (`RlContext.moreTasks`): as veRL's trainer, which keeps drawing
+ * *new* batches from the dataloader until enough groups have non-equal rewards (`RayDAPOTrainer.fit`,
+ * recipe/dapo/dapo_ray_trainer.py; `algorithm.filter_groups`), each call returns the next `n` tasks of a seeded
+ * shuffle of the training tasks not in the step's batch; when those run out, a fresh shuffle of all of `train`.
+ * Deterministic: the same `train`, `batch` and `seed` give the same sequence of tasks.
+ * @param train the world's training tasks `[T]`; batch the step's own tasks; seed the step's seed (uint32)
+ * @returns `(n) => n tasks` (fewer only when `train` is empty)
+ */
+export function moreTasksFrom<T>(train: readonly T[], batch: readonly T[], seed: number): (n: number) => T[] {
+  const rng = new Rng((seed ^ 0x85ebca6b) >>> 0);
+  const inBatch = new Set(batch);
+  let pool = rng.shuffle(train.filter((t) => !inBatch.has(t)));
+  let at = 0;
+  return (n: number) => {
+    const out: T[] = [];
+    while (out.length < n && train.length > 0) {
+      if (at >= pool.length) {
+        pool = rng.shuffle(train);
+        at = 0;
+      }
+      out.push(pool[at++]);
+    }
+    return out;
+  };
 }

@@ -105,13 +105,17 @@ export function tinkerLossFor(rl: RlLossFields, family: TinkerServerFamily): Tin
   }
 }
 
-/** What the Tinker client of this repository sends today (src/policy/tinker/backend.ts forwardBackward). */
-export const TINKER_CLIENT_SENDS: readonly RlLossFn[] = ["ppo", "importance_sampling"];
+/**
+ * What the Tinker client of this repository sends (src/policy/tinker/backend.ts `forwardBackward`: `tinkerLossFor`'s
+ * name and `loss_fn_config`; `dro` with β folded into the normalisation, `droDatums`): every RL loss. Whether the
+ * server has it is known once its family is detected, so a loss the server lacks fails at the first update with
+ * `tinkerLossFor`'s message naming what that server offers.
+ */
+export const TINKER_CLIENT_SENDS: readonly RlLossFn[] = RL_LOSS_FNS;
 
 /**
  * Why a config's algorithm cannot run on its backend (the `rl` field and the reason), or undefined. Tinker: the loss
- * must be one the client sends (`TINKER_CLIENT_SENDS`; the others map to a server loss by `tinkerLossFor`, but the
- * client does not yet send their `loss_fn_config`), no dual clip, no `gae` (a value head lives in the embedded GPT).
+ * must be one the client sends (`TINKER_CLIENT_SENDS`), no dual clip, no `gae` (a value head lives in the embedded GPT).
  */
 export function backendAlgorithmProblem(backend: "embedded" | "tinker", rl: RlLossFields): { field: string; message: string } | undefined {
   if (backend !== "tinker") return undefined;

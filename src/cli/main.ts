@@ -27,7 +27,8 @@ import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
 import { consoleReporter, formatTrajectory, labTable, recipeTable, summaryTable } from "./format.ts";
 import { ALGORITHM_DESIGNS, BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../lab/designs.ts";
-import { QUICK_LAB_OVERRIDES, runLab } from "../lab/lab.ts";
+import { QUICK_LAB_OVERRIDES, runEnvLab, runLab } from "../lab/lab.ts";
+import { envLabConfig, envLabText } from "../lab/cli.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { TERM_LIST } from "../reward/terms.ts";
 import { registerServe } from "./serve.ts";
@@ -240,13 +241,21 @@ program
   .option("--list", "list the designs, reward presets and terms, then exit")
   .option("--overwrite", "replace an existing lab folder of the same name")
   .option("--print-config", "print the resolved config and exit")
+  .option("--env <name>", "env whose designs to train (`arl envs`; a name or a file; default search): its own designs (EnvRecipe.labDesigns), or --designs algorithms")
+  .option("--warm-start <checkpoint>", "start every design from this SFT checkpoint instead of training a warm start (e.g. runs/lab-algorithms/checkpoints/sft: same model shape and vocabulary)")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.steps 50 --lab.examples 3")
-  .action(async (opts: { designs?: string; config?: string; quick?: boolean; name?: string; list?: boolean; overwrite?: boolean; printConfig?: boolean }) => {
+  .action(async (opts: { designs?: string; config?: string; quick?: boolean; name?: string; list?: boolean; overwrite?: boolean; printConfig?: boolean; env?: string; warmStart?: string }) => {
     if (opts.list) {
       console.log("designs:");
       for (const [name, d] of Object.entries(BUILTIN_DESIGNS)) console.log(`  ${name.padEnd(20)} ${d.description}`);
       console.log("algorithm designs (the default reward, one RL algorithm each; `--designs algorithms` runs them all):");
       for (const [name, d] of Object.entries(ALGORITHM_DESIGNS)) console.log(`  ${name.padEnd(28)} ${d.description}`);
+      for (const recipe of Object.values(ENV_RECIPES)) {
+        const own = Object.entries(recipe.labDesigns ?? {});
+        if (own.length === 0) continue;
+        console.log(`${recipe.name} env designs (arl lab --env ${recipe.name}):`);
+        for (const [name, d] of own) console.log(`  ${name.padEnd(20)} ${d.description}${d.expectedDetectors?.length ? ` [expects ${d.expectedDetectors.join(", ")}]` : ""}`);
+      }
       console.log("presets:");
       for (const [name, p] of Object.entries(REWARD_PRESETS)) {
         console.log(`  ${name.padEnd(20)} ${Object.entries(p.weights).map(([t, w]) => `${t} ${w}`).join(", ")}`);
@@ -256,6 +265,25 @@ program
       return;
     }
     let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
+    const labEnv = (await envArg(opts.env)) ?? overrides["env.name"] ?? envNameOf(raw);
+    if (labEnv !== "search") {
+      let recipe: EnvRecipe;
+      try {
+        recipe = getRecipe(labEnv);
+      } catch (e) {
+        throw new ConfigError([`${opts.env !== undefined ? "--env" : "env.name"}: ${(e as Error).message.replace(/^env\.name: /, "")}`]);
+      }
+      const config = envLabConfig(recipe, raw, opts, overrides);
+      if (opts.printConfig) {
+        console.log(JSON.stringify(config, null, 2));
+        return;
+      }
+      const lab = await runEnvLab(config, recipe, consoleReporter(), { overwrite: opts.overwrite === true, quick: opts.quick === true, warmStart: opts.warmStart });
+      console.log(`\nReward lab ${lab.name} on env ${lab.env}: ${lab.designs.length} designs × ${lab.rlSteps} RL steps, ${lab.evalQuestions} held-out tasks`);
+      console.log(envLabText(lab));
+      console.log(`report: ${join(config.run.dir, config.run.name, "report.html")}   wall time: ${(lab.wallMs / 60000).toFixed(1)} min`);
+      return;
+    }
     if (opts.quick) raw = applyOverrides(raw, QUICK_LAB_OVERRIDES);
     const labOverrides: Record<string, string> = { "run.name": opts.name ?? (opts.quick ? "lab-quick" : "lab") };
     if (opts.designs !== undefined) {
@@ -269,7 +297,7 @@ program
       console.log(JSON.stringify(config, null, 2));
       return;
     }
-    const lab = await runLab(config, consoleReporter(), { overwrite: opts.overwrite === true, quick: opts.quick === true });
+    const lab = await runLab(config, consoleReporter(), { overwrite: opts.overwrite === true, quick: opts.quick === true, warmStart: opts.warmStart });
     console.log(`\nReward lab ${lab.name}: ${lab.designs.length} designs × ${lab.rlSteps} RL steps, ${lab.evalQuestions} held-out questions`);
     console.log(labTable(lab));
     for (const c of lab.claims) console.log(`${c.title}\n  ${c.text}`);

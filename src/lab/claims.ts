@@ -2,7 +2,7 @@
  * The lab's claims (issue 3's acceptance list), each measured and stated in words with its numbers — whatever
  * the numbers show. A claim whose designs are not in the lab says so instead of guessing.
  */
-import type { Claim, DesignResult, EvalSummary, LabResult } from "./types.ts";
+import type { Claim, DesignResult, EnvDesignResult, EvalSummary, LabResult, LoopholeOutcome, LoopholeVerdict, RecipeRow } from "./types.ts";
 
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 const f2 = (x: number) => x.toFixed(2);
@@ -183,4 +183,51 @@ export function computeClaims(lab: Omit<LabResult, "claims">): Claim[] {
     }
   }
   return claims;
+}
+
+/** Names in first-seen order, each once. */
+function uniqueNames(firings: readonly { detector: string }[]): string[] {
+  return [...new Set(firings.map((f) => f.detector))];
+}
+
+/**
+ * Per design of an env lab, which loophole it opened: the detectors it expects (`expectedDetectors`) against those
+ * that fired during training (`firingsDuringTraining`) and at its end (`detectors`), with held-out success and grade
+ * before (the shared warm start) and after RL. Outcomes as {@link LoopholeOutcome}: a detector counts as fired when
+ * it fired at any RL step. Pure; throws nothing.
+ * @param warm the warm start's held-out row
+ * @param designs the designs in lab order
+ * @returns one verdict per design, in order
+ */
+export function loopholeVerdicts(warm: RecipeRow, designs: readonly EnvDesignResult[]): LoopholeVerdict[] {
+  return designs.map((d) => {
+    const during = uniqueNames(d.firingsDuringTraining);
+    const atEnd = uniqueNames(d.detectors);
+    const expected = d.expectedDetectors;
+    let outcome: LoopholeOutcome;
+    if (expected === undefined) outcome = "none declared";
+    else if (expected.length === 0) outcome = during.length === 0 ? "closed" : "fired anyway";
+    else {
+      const hit = expected.filter((e) => during.includes(e)).length;
+      outcome = hit === expected.length ? "opened" : hit > 0 ? "partly opened" : "not reproduced";
+    }
+    const list = (xs: readonly string[]) => (xs.length === 0 ? "none" : xs.join(", "));
+    const others = expected === undefined ? during : during.filter((n) => !expected.includes(n));
+    const score = `held-out success ${pct(warm.success)} → ${pct(d.after.success)}, grade ${f2(warm.score)} → ${f2(d.after.score)}`;
+    const head =
+      outcome === "none declared"
+        ? `${d.name} declares no loophole; fired during training: ${list(during)}`
+        : outcome === "closed" || outcome === "fired anyway"
+          ? `${d.name} is expected to fire no detector (a fix): ${outcome === "closed" ? "none fired" : `fired ${list(during)}`}`
+          : `${d.name} ${outcome === "opened" ? "opened its loophole" : outcome === "partly opened" ? "partly opened its loophole" : "did not reproduce its loophole"}: expected ${list(expected!)}, fired during training ${list(during)}` +
+            (others.length > 0 ? ` (also ${others.join(", ")})` : "");
+    return {
+      design: d.name,
+      ...(expected !== undefined ? { expected: [...expected] } : {}),
+      firedDuringTraining: during,
+      firedAtEnd: atEnd,
+      outcome,
+      text: `${head}; at the end: ${list(atEnd)}; ${score}.`,
+    };
+  });
 }

@@ -2,6 +2,7 @@
  * Reward designs for the lab: a preset's weights, extra weights and training-option overrides. The built-in
  * designs each open or close one loophole; configs define new ones (`lab.define`) without code.
  */
+import type { EnvRecipe } from "../env/recipe.ts";
 import type { ExperimentConfig } from "../train/config.ts";
 import { ConfigError, applyOverrides, resolveConfig } from "../train/config.ts";
 
@@ -139,4 +140,74 @@ export function designConfig(base: ExperimentConfig, design: LabDesign): Experim
     if (e instanceof ConfigError) throw new ConfigError(e.problems.map((p) => `design ${design.name}: ${p}`));
     throw e;
   }
+}
+
+/** A design of an env lab: a {@link LabDesign} with the detectors it is expected to fire (recipe designs only). */
+export interface EnvLabDesign extends LabDesign {
+  /** `RecipeLabDesign.expectedDetectors`; absent for algorithm designs and `lab.define` ones. */
+  expectedDetectors?: string[];
+}
+
+/** What a design of an env lab may override: training options, and the env's own options (not its world or model). */
+const ENV_ALLOWED_PREFIXES = ["rl.", "reward.", "detectors.", "env.options."];
+
+/**
+ * The designs an env lab (`arl lab --env NAME`, `config.env.name` ≠ `search`) trains, from `lab.designs`: the
+ * recipe's own designs (`EnvRecipe.labDesigns`), the algorithm designs (`ALGORITHM_DESIGNS`, or `algorithms` for all
+ * of them) — each with the lab's own reward (`reward.preset` and `reward.weights`: the env's, e.g. `tool-env`), so
+ * only the algorithm differs — or designs under `lab.define`. The search env's reward designs (`BUILTIN_DESIGNS`)
+ * belong to the search world and are refused here.
+ * @throws ConfigError naming an unknown design (with the allowed names), a duplicate, a `lab.define` name that is a
+ *   recipe or algorithm design's, or an override outside `rl.` / `reward.` / `detectors.` / `env.options.`
+ */
+export function resolveEnvDesigns(config: ExperimentConfig, recipe: Pick<EnvRecipe, "name" | "labDesigns">): EnvLabDesign[] {
+  const own = recipe.labDesigns ?? {};
+  const builtin = (n: string) => Object.hasOwn(own, n) || Object.hasOwn(ALGORITHM_DESIGNS, n);
+  const allowed = [...Object.keys(own), ...Object.keys(ALGORITHM_DESIGNS), "algorithms", ...Object.keys(config.lab.define).filter((n) => !builtin(n))];
+  const problems: string[] = [];
+  for (const name of Object.keys(config.lab.define)) {
+    if (builtin(name) || name === "algorithms") problems.push(`lab.define.${name}: a ${recipe.name} or algorithm design has this name; choose another name`);
+  }
+  const seen = new Set<string>();
+  const designs: EnvLabDesign[] = [];
+  for (const name of config.lab.designs.flatMap((n) => (n === "algorithms" ? ALGORITHM_SET : [n]))) {
+    if (seen.has(name)) problems.push(`lab.designs: "${name}" is listed twice`);
+    seen.add(name);
+    let d: Omit<EnvLabDesign, "name"> | undefined;
+    if (Object.hasOwn(own, name)) {
+      const r = own[name];
+      d = { description: r.description, preset: r.preset, weights: { ...r.weights }, overrides: { ...r.overrides }, ...(r.expectedDetectors !== undefined ? { expectedDetectors: [...r.expectedDetectors] } : {}) };
+    } else if (Object.hasOwn(ALGORITHM_DESIGNS, name)) {
+      const a = ALGORITHM_DESIGNS[name];
+      d = { description: a.description, preset: config.reward.preset, weights: { ...config.reward.weights }, overrides: { ...a.overrides } };
+    } else if (Object.hasOwn(config.lab.define, name)) {
+      const c = config.lab.define[name];
+      d = { description: c.description, preset: c.preset, weights: c.weights, overrides: Object.fromEntries(Object.entries(c.overrides).map(([k, v]) => [k, String(v)])) };
+    }
+    if (d === undefined) {
+      const search = Object.hasOwn(BUILTIN_DESIGNS, name) ? ` ("${name}" is a design of the search env)` : "";
+      problems.push(`lab.designs: unknown design "${name}" for the ${recipe.name} env${search}; allowed: ${allowed.join(", ")} (or define it under lab.define)`);
+      continue;
+    }
+    for (const key of Object.keys(d.overrides)) {
+      if (!ENV_ALLOWED_PREFIXES.some((p) => key.startsWith(p))) {
+        problems.push(`lab.designs.${name}.overrides: "${key}" is not allowed; a design may override only ${ENV_ALLOWED_PREFIXES.map((p) => p + "*").join(", ")}`);
+      }
+    }
+    designs.push({ name, ...d });
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return designs;
+}
+
+/**
+ * The designs an env lab trains when `lab.designs` is not given: the recipe's own (`EnvRecipe.labDesigns`), in order.
+ * @throws ConfigError when the recipe has none (naming `--designs algorithms` and `lab.define` as the ways to run one)
+ */
+export function defaultEnvDesigns(recipe: Pick<EnvRecipe, "name" | "labDesigns">): string[] {
+  const names = Object.keys(recipe.labDesigns ?? {});
+  if (names.length === 0) {
+    throw new ConfigError([`lab.designs: the ${recipe.name} env declares no reward designs (EnvRecipe.labDesigns); run --designs algorithms (or ${ALGORITHM_SET.join(", ")}), or define designs under lab.define`]);
+  }
+  return names;
 }

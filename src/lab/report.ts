@@ -10,7 +10,10 @@ import * as vega from "vega";
 import * as vl from "vega-lite";
 import type { TopLevelSpec } from "vega-lite";
 import type { Metrics } from "../core/types.ts";
-import type { DesignResult, DetectorFiring, EvalSummary, LabResult } from "./types.ts";
+import type { DesignResult, DetectorFiring, EnvDesignResult, EnvLabResult, EvalSummary, LabResult, RecipeRow } from "./types.ts";
+
+/** What the charts, firings and examples of a report read of a design (search or env lab alike). */
+type DesignView = Pick<DesignResult, "name" | "steps" | "detectors" | "firingsDuringTraining" | "examples" | "description" | "weights" | "overrides" | "rlWallMs">;
 
 /** Column headings of the final table, in the order of the cells of {@link labTableRows}. */
 export const LAB_TABLE_HEAD: readonly string[] = [
@@ -66,7 +69,7 @@ function evalCells(e: EvalSummary): string[] {
 }
 
 /** Names of the detectors firing at the end of a design's training, comma separated, or `quiet`. */
-function detectorCell(d: DesignResult): string {
+function detectorCell(d: Pick<DesignResult, "detectors">): string {
   return d.detectors.length === 0 ? "quiet" : d.detectors.map((f) => f.detector).join(", ");
 }
 
@@ -97,7 +100,7 @@ export function finalWindowMean(steps: readonly Metrics[], key: string): number 
 }
 
 /** The algorithm a design trains: its `rl.advantage` / `rl.lossFn` / other `rl.*` overrides, or `grpo · ppo`. */
-export function algorithmLabel(d: DesignResult): string {
+export function algorithmLabel(d: Pick<DesignResult, "overrides">): string {
   const o = d.overrides;
   const adv = o["rl.advantage"] ?? "grpo";
   const loss = o["rl.lossFn"] ?? "ppo";
@@ -112,14 +115,27 @@ export function algorithmLabel(d: DesignResult): string {
  * wall seconds per step (`rlWallMs`; the only cell that is not deterministic). `"n/a"` where a metric is missing.
  */
 export function dynamicsRows(lab: LabResult): string[][] {
+  return dynamicsOf(lab.designs, (d) => d.after.all.em, lab.warmStart.all.em);
+}
+
+/** {@link dynamicsRows} of an env lab: held-out task success (`RecipeRow.success`) in place of EM. Columns {@link ENV_DYNAMICS_HEAD}. */
+export function envDynamicsRows(lab: EnvLabResult): string[][] {
+  return dynamicsOf(lab.designs, (d) => d.after.success, lab.warmStart.success);
+}
+
+/** Columns of {@link envDynamicsRows}. */
+export const ENV_DYNAMICS_HEAD: readonly string[] = ["design", "algorithm", "held-out success %", "Δ success vs warm start (pts)", ...DYNAMICS_HEAD.slice(4)];
+
+/** The dynamics cells of designs whose held-out score (in [0, 1]) is `score`; `warm` the warm start's. */
+function dynamicsOf<D extends Pick<DesignResult, "name" | "steps" | "overrides" | "rlWallMs">>(designs: readonly D[], score: (d: D) => number, warm: number): string[][] {
   const f = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "n/a");
-  return lab.designs.map((d) => {
+  return designs.map((d) => {
     const gn = d.steps.map((m) => m["train/grad_norm"]).filter((v): v is number => Number.isFinite(v));
     return [
       d.name,
       algorithmLabel(d),
-      f(100 * d.after.all.em, 1),
-      f(100 * (d.after.all.em - lab.warmStart.all.em), 1),
+      f(100 * score(d), 1),
+      f(100 * (score(d) - warm), 1),
       f(finalWindowMean(d.steps, "reward/mean"), 3),
       f(finalWindowMean(d.steps, "hack/kl_ref"), 4),
       f(finalWindowMean(d.steps, "train/entropy"), 3),
@@ -130,7 +146,7 @@ export function dynamicsRows(lab: LabResult): string[][] {
 }
 
 /** True when `key` has a finite value at some step of some design. */
-function hasMetric(designs: readonly DesignResult[], key: string): boolean {
+function hasMetric(designs: readonly Pick<DesignResult, "steps">[], key: string): boolean {
   return designs.some((d) => d.steps.some((m) => Number.isFinite(m[key])));
 }
 
@@ -140,12 +156,17 @@ function hasMetric(designs: readonly DesignResult[], key: string): boolean {
  * `train/entropy` and `hack/kl_ref`. A key is listed only when at least one step of one design has a finite value
  * for it; keys without any data are left out (the report names them under the charts).
  */
-export function chartMetrics(lab: LabResult): string[] {
+export function chartMetrics(lab: Pick<LabResult, "designs">): string[] {
+  return chartKeys(lab.designs, CORE_METRICS);
+}
+
+/** `core`, then every other `hack/*` key (sorted by code unit), then the tail metrics; only keys with data. */
+function chartKeys(designs: readonly Pick<DesignResult, "steps">[], core: readonly string[], skip: readonly string[] = []): string[] {
   const hack = new Set<string>();
-  for (const d of lab.designs) for (const m of d.steps) for (const k of Object.keys(m)) if (k.startsWith("hack/")) hack.add(k);
-  const fixed = new Set<string>([...CORE_METRICS, ...TAIL_METRICS]);
+  for (const d of designs) for (const m of d.steps) for (const k of Object.keys(m)) if (k.startsWith("hack/") && !skip.includes(k)) hack.add(k);
+  const fixed = new Set<string>([...core, ...TAIL_METRICS]);
   const others = [...hack].filter((k) => !fixed.has(k)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  return [...CORE_METRICS, ...others, ...TAIL_METRICS].filter((k) => hasMetric(lab.designs, k));
+  return [...core, ...others, ...TAIL_METRICS].filter((k) => hasMetric(designs, k));
 }
 
 /** HTML-escapes text for element content and double-quoted attribute values. */
@@ -161,7 +182,7 @@ interface Point {
 }
 
 /** The points of one metric across designs, skipping steps where the metric is missing or not finite. */
-function metricPoints(designs: readonly DesignResult[], key: string): Point[] {
+function metricPoints(designs: readonly Pick<DesignResult, "name" | "steps">[], key: string): Point[] {
   const points: Point[] = [];
   for (const d of designs) {
     d.steps.forEach((m: Metrics, step) => {
@@ -243,8 +264,8 @@ async function renderSvg(spec: TopLevelSpec): Promise<string> {
 }
 
 /** The `<section>` of charts, one `<figure>` with an inline SVG per charted metric. */
-async function chartsSection(lab: LabResult): Promise<string> {
-  const keys = chartMetrics(lab);
+async function chartsSection(lab: { designs: readonly Pick<DesignResult, "name" | "steps">[] }, core: readonly string[] = CORE_METRICS, skip: readonly string[] = []): Promise<string> {
+  const keys = chartKeys(lab.designs, core, skip);
   const names = lab.designs.map((d) => d.name);
   const maxStep = Math.max(0, ...lab.designs.map((d) => d.steps.length - 1));
   const figures: string[] = [];
@@ -252,7 +273,7 @@ async function chartsSection(lab: LabResult): Promise<string> {
     const svg = scopeSvgIds(await renderSvg(chartSpec(key, metricPoints(lab.designs, key), names, maxStep)), `chart${i}-def`);
     figures.push(`<figure class="chart">${svg}<figcaption>${esc(key)}</figcaption></figure>`);
   }
-  const missing = CORE_METRICS.filter((k) => !keys.includes(k));
+  const missing = core.filter((k) => !keys.includes(k));
   const note = missing.length > 0 ? `<p class="note">No data for: ${missing.map((k) => `<code>${esc(k)}</code>`).join(", ")}.</p>` : "";
   const body = figures.length > 0 ? `<div class="charts">${figures.join("\n")}</div>` : "<p>No per-step metrics recorded.</p>";
   return `<section id="charts"><h2>Metrics over RL steps</h2>\n${body}\n${note}</section>`;
@@ -266,7 +287,7 @@ function firingList(firings: readonly DetectorFiring[], none: string): string {
 }
 
 /** One design's detector block: firing at the end and ever raised during training. */
-function designFirings(d: DesignResult): string {
+function designFirings(d: DesignView): string {
   return [
     `<div class="design"><h3>${esc(d.name)}</h3>`,
     `<h4>Firing at the end of training</h4>`,
@@ -278,7 +299,7 @@ function designFirings(d: DesignResult): string {
 }
 
 /** One design's example trajectories: warm start and after RL, paired by index, side by side. */
-function designExamples(d: DesignResult): string {
+function designExamples(d: DesignView): string {
   const n = Math.max(d.examples.before.length, d.examples.after.length);
   const pairs: string[] = [];
   for (let i = 0; i < n; i++) {
@@ -293,7 +314,7 @@ function designExamples(d: DesignResult): string {
 }
 
 /** The design list under the table: description, reward weights and option overrides. */
-function designList(lab: LabResult): string {
+function designList(lab: { designs: readonly DesignView[] }): string {
   if (lab.designs.length === 0) return "";
   const items = lab.designs.map((d) => {
     const weights = Object.entries(d.weights).map(([k, v]) => `${k} ${v}`).join(", ");
@@ -368,6 +389,102 @@ export async function renderReport(lab: LabResult): Promise<string> {
     `<h1>Reward lab: ${esc(lab.name)}</h1>`,
     `<p class="sub">${esc(sub)}</p>`,
     `<section id="claims"><h2>Claims</h2>\n${claims}\n</section>`,
+    `<section id="table"><h2>Final evaluation (held-out)</h2>\n${table}\n${designList(lab)}\n</section>`,
+    dynamics,
+    charts,
+    `<section id="detectors"><h2>Detector firings</h2>\n${firings}\n</section>`,
+    `<section id="examples"><h2>Example trajectories</h2>\n${examples}\n</section>`,
+    "</body>",
+    "</html>",
+    "",
+  ].join("\n");
+}
+
+/** Metrics charted first in an env lab (when present): reward, the grader's score, tool calls, invalid actions. */
+const ENV_CORE_METRICS = ["reward/mean", "grade/score", "tool_calls", "invalid_rate"] as const;
+
+/** The breakdown keys an env lab's table shows: the labelled ones some row has (`success` / `calls` are columns already). */
+function envBreakdownKeys(lab: Pick<EnvLabResult, "breakdownLabels" | "warmStart" | "designs">): string[] {
+  const rows = [lab.warmStart, ...lab.designs.map((d) => d.after)];
+  return Object.keys(lab.breakdownLabels).filter((k) => k !== "success" && k !== "calls" && rows.some((r) => r.breakdown[k] !== undefined));
+}
+
+/**
+ * The env lab's final table: heading and formatted cells, one row per policy — the warm start (`"warm start (SFT)"`),
+ * then one row per design. Columns: policy, success % (grade = 1), mean grade (two decimals), tool calls per task,
+ * invalid actions per turn %, no-answer %, then each breakdown key of the recipe (`breakdownLabels`, in its order;
+ * `rate % (n)`, n = episodes where it arose; counts as `x.xx (n)`; `-` where it never arose), then the detectors
+ * firing at the end (`quiet`; `—` for the warm start) and those the design expects (`—` when it declares none).
+ */
+export function envLabTable(lab: EnvLabResult): { head: string[]; rows: string[][] } {
+  const keys = envBreakdownKeys(lab);
+  const cells = (r: RecipeRow) => [
+    pct(r.success),
+    f2(r.score),
+    f2(r.calls),
+    pct(r.invalidRate),
+    pct(r.noAnswer),
+    ...keys.map((k) => {
+      const c = r.breakdown[k];
+      if (c === undefined) return "-";
+      return k.startsWith("count/") || k === "failed_calls" ? `${f2(c.rate)} (${c.n})` : `${pct(c.rate)} (${c.n})`;
+    }),
+  ];
+  const expected = (d: EnvDesignResult) => (d.expectedDetectors === undefined ? "—" : d.expectedDetectors.length === 0 ? "none (a fix)" : d.expectedDetectors.join(", "));
+  return {
+    head: ["policy", "success %", "grade", "calls/task", "invalid %", "no answer %", ...keys.map((k) => lab.breakdownLabels[k]), "detectors at end", "expected"],
+    rows: [["warm start (SFT)", ...cells(lab.warmStart), "—", "—"], ...lab.designs.map((d) => [d.name, ...cells(d.after), detectorCell(d), expected(d)])],
+  };
+}
+
+/**
+ * Renders an env lab (`EnvLabResult`, `arl lab --env NAME`) to one self-contained HTML document, like
+ * {@link renderReport}: title (name, env and protocol, seed, RL steps per design, held-out tasks, quick/full, wall
+ * minutes); "Loopholes per design" (each design's verdict: expected detectors vs those that fired, with held-out
+ * success before → after); the final table ({@link envLabTable}) with each design's description; the training
+ * dynamics ({@link envDynamicsRows}); charts (reward, grade, tool calls, invalid rate, every `hack/*` metric but the
+ * search env's known / unknown guess rates, entropy, KL, grad norm); detector firings; example trajectories before and after RL. Deterministic; rejects with vega's
+ * error if a chart fails to render.
+ */
+export async function renderEnvReport(lab: EnvLabResult): Promise<string> {
+  useEstimatedTextWidths();
+  const sub = [
+    `env ${lab.env} (${lab.protocol})`,
+    `seed ${lab.seed}`,
+    `${lab.rlSteps} RL steps per design`,
+    `${lab.evalQuestions} held-out tasks`,
+    lab.quick ? "quick" : "full",
+    ...(lab.warmStartFrom !== undefined ? [`warm start ${lab.warmStartFrom}`] : []),
+    `${(lab.wallMs / 60_000).toFixed(1)} min total`,
+  ].join(" · ");
+  const verdicts =
+    lab.loopholes.length === 0
+      ? '<p class="quiet">No designs.</p>'
+      : `<ul class="claims">${lab.loopholes.map((v) => `<li><strong>${esc(v.design)}: ${esc(v.outcome)}</strong> — ${esc(v.text)}</li>`).join("\n")}</ul>`;
+  const t = envLabTable(lab);
+  const head = `<tr>${t.head.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
+  const rows = t.rows.map((cells) => `<tr>${cells.map((c, i) => (i === 0 || i >= cells.length - 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
+  const table = `<table id="final">\n<thead>${head}</thead>\n<tbody>\n${rows.join("\n")}\n</tbody>\n</table>`;
+  const dynHead = `<tr>${ENV_DYNAMICS_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
+  const dynRows = envDynamicsRows(lab).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
+  const dynamics = lab.designs.length === 0 ? "" : `<section id="dynamics"><h2>Training dynamics per design</h2>\n<table id="dynamics-table">\n<thead>${dynHead}</thead>\n<tbody>\n${dynRows.join("\n")}\n</tbody>\n</table>\n</section>`;
+  // The guess rates split the search env's known / unknown facts: other envs' tasks have no such flag (always 0).
+  const charts = await chartsSection(lab, ENV_CORE_METRICS, ["hack/guess_rate_known", "hack/guess_rate_unknown"]);
+  const firings = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designFirings).join("\n");
+  const examples = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designExamples).join("\n");
+  return [
+    "<!DOCTYPE html>",
+    '<html lang="en">',
+    "<head>",
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    `<title>Reward lab: ${esc(lab.name)} (${esc(lab.env)})</title>`,
+    `<style>${STYLE}</style>`,
+    "</head>",
+    "<body>",
+    `<h1>Reward lab: ${esc(lab.name)}</h1>`,
+    `<p class="sub">${esc(sub)}</p>`,
+    `<section id="loopholes"><h2>Loopholes per design</h2>\n${verdicts}\n</section>`,
     `<section id="table"><h2>Final evaluation (held-out)</h2>\n${table}\n${designList(lab)}\n</section>`,
     dynamics,
     charts,

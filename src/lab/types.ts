@@ -4,8 +4,11 @@
  */
 import type { Metrics } from "../core/types.ts";
 import type { DetectorFiring } from "../reward/detectors.ts";
+import type { RecipeRow } from "../train/recipeRun.ts";
 
 export type { DetectorFiring };
+/** A held-out evaluation row of any env recipe (task success, grade, calls, invalid actions, the recipe's breakdown). */
+export type { RecipeRow };
 
 /** EM, searches per question and guess rate (answered without search) over one slice of held-out questions. */
 export interface SliceResult {
@@ -82,6 +85,70 @@ export interface LabResult {
   warmStart: EvalSummary;
   designs: DesignResult[];
   claims: Claim[];
+  /** The warm-start checkpoint the designs started from when it was given (`--warm-start`); absent when trained here. */
+  warmStartFrom?: string;
+  /** Total wall time (ms). */
+  wallMs: number;
+}
+
+
+/**
+ * Which loophole a design opened, read from the detectors: what the design declares it should fire
+ * (`RecipeLabDesign.expectedDetectors`) against what fired during training and at its end.
+ * - `opened`: every expected detector fired during training; `partly opened`: some did;
+ * - `not reproduced`: detectors were expected and none of them fired;
+ * - `closed`: the design expects none (a fix) and none fired; `fired anyway`: it expects none and some fired;
+ * - `none declared`: the design says nothing (an algorithm design or a user's), whatever fired is listed.
+ */
+export type LoopholeOutcome = "opened" | "partly opened" | "not reproduced" | "closed" | "fired anyway" | "none declared";
+
+/** One design's loophole verdict (see {@link LoopholeOutcome}). */
+export interface LoopholeVerdict {
+  design: string;
+  /** Detector names the design expects to fire; absent when the design declares none. */
+  expected?: string[];
+  /** Detector names that fired at some step of training (first firing order, each once). */
+  firedDuringTraining: string[];
+  /** Detector names still firing at the end of training. */
+  firedAtEnd: string[];
+  outcome: LoopholeOutcome;
+  /** The verdict in one sentence, with the numbers (held-out success and score before → after). */
+  text: string;
+}
+
+/** One design's run in an env lab: as {@link DesignResult}, with the recipe's evaluation row after RL. */
+export interface EnvDesignResult extends Omit<DesignResult, "after"> {
+  /** Held-out evaluation after RL (task success, grade, calls, the recipe's breakdown). */
+  after: RecipeRow;
+  /** Detectors the design expects to fire (`RecipeLabDesign.expectedDetectors`); absent when it declares none. */
+  expectedDetectors?: string[];
+}
+
+/**
+ * A lab on any env recipe (`arl lab --env NAME`): one warm start on the recipe's personas, each design trained by RL
+ * with the same seed, data and budget, evaluated with the recipe's grader and breakdown. Also written to `lab.json`.
+ */
+export interface EnvLabResult {
+  name: string;
+  /** The env recipe's registry name (`arl envs`). */
+  env: string;
+  /** The tool-call protocol the lab spoke. */
+  protocol: string;
+  seed: number;
+  quick: boolean;
+  /** RL steps per design (the shared budget). */
+  rlSteps: number;
+  /** Held-out tasks evaluated. */
+  evalQuestions: number;
+  /** Labels of the recipe's breakdown keys, in table order (`RecipeInstance.breakdownLabels`). */
+  breakdownLabels: Record<string, string>;
+  /** The shared warm start (SFT) on the held-out tasks. */
+  warmStart: RecipeRow;
+  designs: EnvDesignResult[];
+  /** Per design: which loophole it opened (expected detectors vs what fired). */
+  loopholes: LoopholeVerdict[];
+  /** The warm-start checkpoint the designs started from when it was given (`--warm-start`), else absent (trained here). */
+  warmStartFrom?: string;
   /** Total wall time (ms). */
   wallMs: number;
 }

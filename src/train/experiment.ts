@@ -35,7 +35,8 @@ import {
 } from "./config.ts";
 import { loadCorpus, loadQA } from "../retrieval/corpus.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
-import { rlStep } from "./rl.ts";
+import { CRITIC_STATE_FILE, criticFiles, restoreCritic, rlStep } from "./rl.ts";
+import { moreTasksFrom } from "../algo/dapo.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
 import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
 import { collectGarbage } from "./memory.ts";
@@ -351,6 +352,9 @@ export async function trainRlOn(
   if (options.resume) {
     const st = options.resume.state;
     await backend.load(options.resume.dir);
+    // A gae run's value head continues from the checkpoint (value-head.json), not from zero.
+    const critic = join(options.resume.dir, CRITIC_STATE_FILE);
+    if (existsSync(critic)) restoreCritic({ backend, config }, readFileSync(critic, "utf8"));
     rng.setState(st.rngState);
     replayRng.setState(st.replayRngState);
     // The monitor's state is a pure function of the metrics it has seen: replay them (firings were logged already).
@@ -378,10 +382,13 @@ export async function trainRlOn(
     const { train, makeEnv } = rlWorlds[rng.int(rlWorlds.length)];
     const batch = rng.shuffle(train).slice(0, config.rl.tasksPerStep);
     const skipped: string[] = [];
+    const stepSeed = rng.seed();
+    // DAPO dynamic sampling draws its extra batches from this world's other training tasks (src/algo/dapo.ts).
+    const moreTasks = config.rl.filterGroups ? moreTasksFrom(train, batch, stepSeed) : undefined;
     const res = await rlStep(
-      { backend, reference, replay, judge, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config, stops: s.stops, onSkippedUpdate: (r) => skipped.push(r) },
+      { backend, reference, replay, judge, tokenizer: s.tokenizer, makeEnv, limits: s.limits, config, stops: s.stops, moreTasks, onSkippedUpdate: (r) => skipped.push(r) },
       batch,
-      rng.seed(),
+      stepSeed,
     );
     if (skipped.length > 0) {
       res.metrics["train/skipped_nonfinite"] = skipped.length;
@@ -404,7 +411,7 @@ export async function trainRlOn(
     }
     guard.record(step, skipped[0]); // throws after rl.maxNonFiniteSteps bad steps in a row
     if (config.run.checkpointEvery > 0 && (step + 1) % config.run.checkpointEvery === 0) {
-      await savePolicy(run.checkpoint(`step-${step + 1}`), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(step + 1) });
+      await savePolicy(run.checkpoint(`step-${step + 1}`), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(step + 1), ...criticFiles(backend) });
     }
     if (config.run.gcEvery > 0 && (step + 1) % config.run.gcEvery === 0) collectGarbage();
     rlBar.update(step + 1, {
@@ -415,7 +422,7 @@ export async function trainRlOn(
     });
   }
   rlBar.stop();
-  await savePolicy(run.checkpoint("final"), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(config.rl.steps) });
+  await savePolicy(run.checkpoint("final"), backend, s.tokenizer, s.gpt, { "trainer-state.json": trainerState(config.rl.steps), ...criticFiles(backend) });
   return { steps, detectors: monitor };
 }
 

@@ -12,7 +12,7 @@ import { estimateAdvantages, ESTIMATORS, type EstimatorTrajectory } from "../alg
 import { aggregationPlan, tisWeights } from "../algo/losses.ts";
 import { backendLossOf, lossAggModeOf } from "../algo/policyLoss.ts";
 import { hasTurnRewards, perTurnAdvantage, tokenRewardsFromTurns, turnAnchors, turnRewards, turnSpans } from "../algo/turns.ts";
-import { embeddedCritic, type HiddenStateSource } from "../policy/embedded/value.ts";
+import { embeddedCritic, type HiddenStateSource, type ValueHeadState } from "../policy/embedded/value.ts";
 import { rewardGroups } from "../reward/compose.ts";
 import { hackingMetrics, referenceKl } from "../reward/detectors.ts";
 import type { Judge } from "../reward/types.ts";
@@ -81,6 +81,10 @@ export interface CriticHooks {
    * (`vf_loss`, `vf_clipfrac`, …).
    */
   update(datums: Datum[], returns: number[][], oldValues: number[][]): Promise<Metrics>;
+  /** The critic's state as JSON text for a checkpoint (`value-head.json`); absent when it keeps none. */
+  stateText?(): string;
+  /** Restores `stateText()`'s output. @throws Error when it does not fit this critic */
+  restoreText?(text: string): void;
 }
 
 /** The value head of each backend that has one (made at the first `gae` step; lives as long as the backend). */
@@ -97,10 +101,35 @@ export function criticOf(ctx: Pick<RlContext, "critic" | "backend" | "config">):
   let c = critics.get(b);
   if (!c) {
     const rl = ctx.config.rl;
-    c = embeddedCritic(b as HiddenStateSource, { learningRate: rl.criticLearningRate, cliprange: rl.cliprangeValue, updates: rl.criticUpdates });
+    const e = embeddedCritic(b as HiddenStateSource, { learningRate: rl.criticLearningRate, cliprange: rl.cliprangeValue, updates: rl.criticUpdates });
+    c = { ...e, stateText: () => JSON.stringify(e.head.state()), restoreText: (text) => e.head.restore(JSON.parse(text) as ValueHeadState) };
     critics.set(b, c);
   }
   return c;
+}
+
+/** File name of a critic's state in a checkpoint folder. */
+export const CRITIC_STATE_FILE = "value-head.json";
+
+/**
+ * The files a checkpoint adds for the step's critic: `{ "value-head.json": state }` when `backend` has a critic that
+ * was made (a `gae` run after its first step) and keeps a state, else `{}` (other runs' checkpoints are unchanged).
+ */
+export function criticFiles(backend: object): Record<string, string> {
+  const c = critics.get(backend);
+  const text = c?.stateText?.();
+  return text === undefined ? {} : { [CRITIC_STATE_FILE]: text };
+}
+
+/**
+ * Restores a checkpoint's critic state (`value-head.json`) into the critic of `ctx.backend` (made now if needed), so
+ * a resumed `gae` run continues the value head's fit instead of refitting it from zero.
+ * @throws Error when the backend has no value head or the state does not fit it (another `policy.dModel`)
+ */
+export function restoreCritic(ctx: Pick<RlContext, "backend" | "config">, text: string): void {
+  const c = criticOf(ctx);
+  if (!c?.restoreText) throw new Error(`${CRITIC_STATE_FILE}: this backend has no value head to restore it into`);
+  c.restoreText(text);
 }
 
 /** Result of one RL step: per-step metrics (deterministic) and the step's groups (for samples). */

@@ -5,8 +5,8 @@
  * volcengine/verl b178a3cd56f58b2d502255daba591e92833930a7, from TRL's PPO trainer) and Adam. Host-side float64:
  * the head has dModel + 1 parameters, so its math is exact and cheap next to the trunk forward that feeds it.
  * veRL's critic is a separate model with its own trunk; this shares the policy's features (a "value probe") and
- * keeps the default GPT's parameters, checkpoints and initialisation untouched. The head is not checkpointed: a
- * resumed run starts it from zero.
+ * keeps the default GPT's parameters, checkpoints and initialisation untouched. The head and its Adam state are
+ * saved beside the policy in each RL checkpoint (`value-head.json`, {@link ValueHeadState}) and restored on resume.
  */
 import type { Datum, Metrics } from "../../core/types.ts";
 
@@ -72,6 +72,26 @@ export interface ValueHeadOptions {
   updates: number;
 }
 
+/** Format tag of {@link ValueHeadState}. */
+export const VALUE_HEAD_FORMAT = "agentic-rl/value-head@1";
+
+/**
+ * A value head's whole state as JSON (`value-head.json` of a checkpoint): weights `w` `[dModel]` and bias `b`, Adam's
+ * first / second moments (`m`, `v` `[dModel]`; `mb`, `vb` for the bias) and its step count. Numbers are float64 and
+ * round-trip exactly through JSON.
+ */
+export interface ValueHeadState {
+  format: typeof VALUE_HEAD_FORMAT;
+  dModel: number;
+  w: number[];
+  b: number;
+  m: number[];
+  v: number[];
+  mb: number;
+  vb: number;
+  step: number;
+}
+
 /** A linear value head over `dModel` features, with its Adam state (β = 0.9 / 0.999, ε = 1e-8, no decay). */
 export class ValueHead {
   readonly w: Float64Array;
@@ -90,6 +110,32 @@ export class ValueHead {
     this.w = new Float64Array(dModel);
     this.m = new Float64Array(dModel);
     this.v = new Float64Array(dModel);
+  }
+
+  /** The head's whole state (weights and Adam moments), for a checkpoint. */
+  state(): ValueHeadState {
+    return { format: VALUE_HEAD_FORMAT, dModel: this.dModel, w: Array.from(this.w), b: this.b, m: Array.from(this.m), v: Array.from(this.v), mb: this.mb, vb: this.vb, step: this.step };
+  }
+
+  /**
+   * Restores a state saved by {@link state} (a resumed run continues the fit where it stopped).
+   * @throws Error when the format tag, `dModel` or an array's length does not match this head, or a value is not finite
+   */
+  restore(state: ValueHeadState): void {
+    if (state?.format !== VALUE_HEAD_FORMAT) throw new Error(`value head: expected format ${VALUE_HEAD_FORMAT}, got ${JSON.stringify(state?.format)}`);
+    if (state.dModel !== this.dModel) throw new Error(`value head: saved for dModel ${state.dModel}, this policy has ${this.dModel}`);
+    for (const k of ["w", "m", "v"] as const) {
+      const a = state[k];
+      if (!Array.isArray(a) || a.length !== this.dModel || !a.every(Number.isFinite)) throw new Error(`value head: ${k} must be ${this.dModel} finite numbers`);
+    }
+    if (![state.b, state.mb, state.vb, state.step].every(Number.isFinite)) throw new Error("value head: b, mb, vb and step must be finite numbers");
+    this.w.set(state.w);
+    this.m.set(state.m);
+    this.v.set(state.v);
+    this.b = state.b;
+    this.mb = state.mb;
+    this.vb = state.vb;
+    this.step = state.step;
   }
 
   /**

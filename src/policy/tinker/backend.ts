@@ -34,7 +34,8 @@ import type {
 import { TinkerApiError, TinkerClient, type TinkerClientOptions } from "./client.ts";
 import { PROTO_CONTENT_TYPE, decodeForwardBackwardOutput, decodeSampleResponse, encodeForwardBackwardRequest } from "./proto.ts";
 import { FAMILIES, detectFamily, type TinkerServerFamily } from "./families.ts";
-import { lossFromLogprobs, ppoLossConfig, toWireDatums, type WireDatum, type WireForwardBackwardOutput, type WireFuture, type WireSampleResponse } from "./wire.ts";
+import { lossFromLogprobs, toWireDatums, type WireDatum, type WireForwardBackwardOutput, type WireFuture, type WireSampleResponse } from "./wire.ts";
+import { tinkerLossFor, type RlLossFields } from "../../algo/policyLoss.ts";
 
 /** The SDK version whose wire this client speaks (servers resolve feature flags by it: `ClientConfigRequest`). */
 export const TINKER_SDK_WIRE_VERSION = "0.25.0";
@@ -239,15 +240,25 @@ export class TinkerBackend implements TrainingBackend {
     if (datums.length === 0) throw new Error("forwardBackward: empty batch");
     // Normalise over the whole batch first, then split into requests: the gradients of the parts add up.
     const traits = FAMILIES[this.family];
-    const wire = toWireDatums(datums, lossFn, config, { rlWeights: traits.rlWeights });
-    const lossFnConfig = lossFn === "ppo" ? ppoLossConfig(config) : undefined;
-    let loss = 0;
+    const loss = lossFn === "cross_entropy" ? { lossFn } : tinkerLossFor(rlLossFieldsOf(lossFn, config), this.family);
+    let sent = datums;
+    let lossFnConfig = loss.lossFnConfig;
+    if (lossFn === "dro") {
+      // Tinker's dro sums ½β(lp − q)² over every position of a datum (docs "DRO"; TuFT loss_fn/dro.py @ 102eefd), with
+      // one β for the batch: fold our per-token normalisation into β and make the penalty vanish (value and gradient)
+      // where we do not train, by sending the trainer's current logprobs there as q.
+      const d = droDatums(datums, config, await this.computeLogprobs(datums));
+      sent = d.datums;
+      lossFnConfig = { ...lossFnConfig, beta: d.beta };
+    }
+    const wire = toWireDatums(sent, lossFn, config, { rlWeights: traits.rlWeights });
+    let total = 0;
     let tokens = 0;
     const logprobs: number[][] = [];
     const parts: Array<{ metrics: Record<string, number>; datums: number }> = [];
     for (const [start, end] of this.chunks(wire)) {
       const part = wire.slice(start, end);
-      const out = await this.fwdbwd(part, lossFn, lossFnConfig, false);
+      const out = await this.fwdbwd(part, loss.lossFn as LossFnName, lossFnConfig, false);
       const partLogprobs = outputLogprobs(out, part, "forward_backward");
       if (this.family === "skyrl" && Object.keys(out.metrics).length === 0) {
         // SkyRL's JAX backend (its default) averages each sequence's loss over its own tokens and then over the
@@ -257,7 +268,7 @@ export class TinkerBackend implements TrainingBackend {
       }
       const serverLoss = out.metrics["loss:sum"] ?? out.metrics["total_loss:sum"] ?? out.metrics.loss;
       if (serverLoss === undefined) this.warn("no-loss", `tinker server (${this.family}) reports no loss metric (loss:sum / total_loss:sum); the loss is recomputed from the returned logprobs`);
-      loss += serverLoss ?? lossFromLogprobs(part, lossFn, lossFnConfig, partLogprobs);
+      total += serverLoss ?? fallbackLoss(part, loss.lossFn, lossFnConfig, partLogprobs);
       // Tokens trained = the datums' non-zero weights (mask), counted here: servers count differently or not at all.
       tokens += datums.slice(start, end).reduce((s, d) => s + d.weights.reduce((a, w) => a + (w !== 0 ? 1 : 0), 0), 0);
       parts.push({ metrics: out.metrics, datums: part.length });
@@ -267,7 +278,7 @@ export class TinkerBackend implements TrainingBackend {
     for (const [k, v] of Object.entries(reduceChunkMetrics(parts))) {
       if (k !== "loss" && k !== "total_loss" && k !== "tokens") metrics[k] = v;
     }
-    return { loss, metrics, logprobs };
+    return { loss: total, metrics, logprobs };
   }
 
   async computeLogprobs(datums: Datum[]): Promise<number[][]> {
@@ -452,4 +463,75 @@ export function reduceChunkMetrics(parts: ReadonlyArray<{ metrics: Record<string
     }
   }
   return out;
+}
+
+/** The `rl` loss fields `tinkerLossFor` reads, from a backend call's loss name and options (defaults as `rl.*`'s). */
+function rlLossFieldsOf(lossFn: LossFnName, config: LossConfig): RlLossFields {
+  if (lossFn === "cross_entropy") throw new Error("rlLossFieldsOf: cross_entropy is not an RL loss");
+  return {
+    lossFn,
+    clipLow: config.clipLow ?? 0.2,
+    clipHigh: config.clipHigh ?? 0.2,
+    ...(config.clipRatioC !== undefined ? { clipRatioC: config.clipRatioC } : {}),
+    droBeta: config.droBeta ?? 0.05,
+    lossAggMode: "auto",
+    advantage: "grpo",
+  };
+}
+
+/**
+ * `dro` for a Tinker server, whose loss is `−Σ_t (lp·A − ½β(lp − q)²)` over every position of a datum with one β per
+ * request (Tinker docs "Loss functions / DRO"; agentscope-ai/TuFT @ 102eefd4cf8fb0241ba656d14df4928f0b2c0c9e
+ * `src/tuft/loss_fn/dro.py:25-35`), made equal to the embedded backend's `Σ_t w_t·k·ℓ_t` (k the normalisation:
+ * 1/Σw for `tokens`, 1/(constantLength·batch) for `constant`, 1 for `sum`): the advantages carry `w·k` already
+ * (`toWireDatums`), β becomes `β·w·k`, and at untrained positions (w = 0) q is set to the trainer's current logprob
+ * `current`, where the penalty and its gradient `β(lp − q)` are then 0.
+ * @param datums `[batch]` with weights, logprobs and advantages `[seq-1]`; current the trainer's logprobs `[batch][seq-1]`
+ * @returns the datums to send and the β of the request
+ * @throws Error when the trained tokens' weights differ (a per-token weight, e.g. `rl.lossAggMode` seq-mean-token-mean,
+ *   cannot reach a single β): use token-mean, seq-mean-token-sum or seq-mean-token-sum-norm with dro on Tinker
+ */
+export function droDatums(datums: readonly Datum[], config: LossConfig, current: readonly (readonly number[])[]): { datums: Datum[]; beta: number } {
+  const ws = datums.flatMap((d) => d.weights.filter((w) => w !== 0));
+  const w = ws[0] ?? 0;
+  if (ws.some((x) => Math.abs(x - w) > 1e-12 * Math.abs(w))) {
+    throw new Error("rl.lossFn dro on a Tinker server: its β is one number per request, so tokens weighted differently (rl.lossAggMode seq-mean-token-mean) cannot be sent; use rl.lossAggMode token-mean, seq-mean-token-sum or seq-mean-token-sum-norm");
+  }
+  let k = 1;
+  if (config.normalization === "constant") k = 1 / ((config.constantLength ?? 1) * datums.length);
+  else if (config.normalization !== "sum") {
+    const total = ws.reduce((a, b) => a + b, 0);
+    k = total > 0 ? 1 / total : 0;
+  }
+  const out = datums.map((d, i) => ({ ...d, logprobs: (d.logprobs ?? []).map((q, t) => (d.weights[t] !== 0 ? q : current[i][t])) }));
+  return { datums: out, beta: (config.droBeta ?? 0.05) * w * k };
+}
+
+/**
+ * The loss of a `forward_backward` recomputed from the returned logprobs when the server reports none, for every
+ * Tinker RL loss: `ppo`, `importance_sampling`, `cross_entropy` (`lossFromLogprobs`), and `cispo`
+ * `−Σ sg(clip(r, lo, hi))·A·lp`, `dro` `−Σ (lp·A − ½β(lp − q)²)`, `gspo` `−Σ min(s·A, clip(s, lo, hi)·A)` with the
+ * datum's sequence ratio `s = exp(mean (lp − q))` over its positions with A ≠ 0 (sums over the request, in nats).
+ */
+function fallbackLoss(data: readonly WireDatum[], lossFn: string, cfg: Record<string, number> | undefined, logprobs: readonly number[][]): number {
+  if (lossFn !== "cispo" && lossFn !== "dro" && lossFn !== "gspo") return lossFromLogprobs(data, lossFn, cfg, logprobs);
+  const lo = cfg?.clip_low_threshold ?? 0.8;
+  const hi = cfg?.clip_high_threshold ?? 1.2;
+  const beta = cfg?.beta ?? 0.05;
+  let loss = 0;
+  data.forEach((d, i) => {
+    const lp = logprobs[i];
+    const q = d.loss_fn_inputs.logprobs?.data ?? [];
+    const A = d.loss_fn_inputs.advantages?.data ?? [];
+    if (lossFn === "gspo") {
+      const on = lp.map((_, t) => t).filter((t) => A[t] !== 0);
+      const s = Math.exp(Math.min(on.reduce((a, t) => a + lp[t] - q[t], 0) / Math.max(on.length, 1), 10));
+      for (const t of on) loss -= Math.min(s * A[t], Math.min(hi, Math.max(lo, s)) * A[t]);
+      return;
+    }
+    lp.forEach((x, t) => {
+      loss -= lossFn === "cispo" ? Math.min(hi, Math.max(lo, Math.exp(x - q[t]))) * A[t] * x : x * A[t] - 0.5 * beta * (x - q[t]) ** 2;
+    });
+  });
+  return loss;
 }
