@@ -12,7 +12,7 @@
  * is its world's), so the same training question has a different answer in each world and only reading what the
  * search tool returns pays — memorising the training answers cannot.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Metrics, Task } from "../core/types.ts";
 import { buildWorld, counterfactualWorld, valuesOf, worldTexts, type CountryAttribute, type World } from "../envs/search/world.ts";
@@ -178,6 +178,9 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     ];
     if (diffs.length > 0) throw new ConfigError(diffs);
   }
+  // The warm-start evaluation is reused on --resume (eval-warm.json); its transcripts go with it, though openRun's
+  // truncation clears every sample file that is not an RL step's.
+  const warmSamples = ["eval-warm", "eval-before"].map((n) => join(config.run.dir, config.run.name, "samples", `${n}.jsonl`)).map((f) => ({ f, text: resuming && existsSync(f) ? readFileSync(f, "utf8") : undefined }));
   const { run, plan } = openRun(config, { gpt, tokenizer }, resuming, reporter, { overwrite });
   run.writeConfig(config);
   run.writeText("agent.json", `${JSON.stringify({ agent: agentId, deadlineMs })}\n`);
@@ -188,6 +191,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   // rollouts.jsonl is cut back with the rest: demonstrations and the warm-start evaluation stay when the warm start is whole.
   if (!plan.sft) run.remove("eval-warm.json");
   const warmEvaluated = existsSync(join(run.path, "eval-warm.json"));
+  if (warmEvaluated) for (const { f, text } of warmSamples) if (text !== undefined) writeFileSync(f, text);
   run.truncateJsonl("rollouts.jsonl", (row) => plan.sft && (row.stage === "rl" ? typeof row.step === "number" && row.step < resumeStep : row.stage !== "eval-after" && warmEvaluated));
 
   // The real world (0), the demonstrations' counterfactual worlds, RL's (seeds as the search recipe's).
