@@ -284,6 +284,20 @@ describe("an arl train --agent run (test/fixtures/view/smoke-agent)", () => {
     expect(joinTokenTexts(["Hello", ",", " world", "\n"]).text).toBe("Hello, world\n"); // a byte-level BPE's pieces: as they are
   });
 
+  it("reads an evaluation's transcripts (samples/eval-<label>.jsonl): the question and gold answers, the held-out EM note", () => {
+    const dir = join(tmp, "agent-eval-samples");
+    cpSync(AGENT, dir, { recursive: true });
+    // An evaluation samples file as writeAgentSamples writes it with the held-out tasks: question + answers on each line.
+    const raw = lines(0).map((l, i) => ({ ...l, question: `what is question ${i} ?`, answers: [`gold${i}`] }));
+    writeFileSync(join(dir, "samples", "eval-after.jsonl"), raw.map((l) => JSON.stringify(l)).join("\n") + "\n");
+    const r = new SourceReader(discoverSources([dir])[0]);
+    expect(r.sampleFiles().find((f) => f.name === "eval-after")?.from).not.toBe("rollouts");
+    const p = r.samplesOf("eval-after");
+    expect(p.episodes.map((e) => [e.question, e.gold])).toEqual(raw.map((l) => [l.question, l.answers]));
+    const summary = JSON.parse(readFileSync(join(dir, "agent-summary.json"), "utf8")) as { after: { success: number; n: number } };
+    expect(p.note).toContain(`held-out EM ${summary.after.success.toFixed(1)} % of ${summary.after.n} tasks`);
+  });
+
   it("pairs warm start and after-RL evaluation rollouts by task, outcome from the trainer's EM reward", () => {
     const r = reader();
     const rows = jsonl(join(AGENT, "rollouts.jsonl"));

@@ -485,13 +485,15 @@ export class SourceReader {
       const episodes = toEpisodes(parseJsonLines(entry.file.read()), info, this.settings(), { spaced: this.vocab?.spaced, vocab });
       if (pieces !== null) for (const e of episodes) for (const seg of e.segments ?? (e.tokens ? [e.tokens] : [])) for (const id of seg.ids) if (vocab[id] === undefined && pieces[id] !== undefined) vocab[id] = pieces[id];
       entry.payload = { id: this.ref.id, file: name, episodes, vocab, detectorSteps };
+      // An --agent run's evaluation transcripts (samples/eval-<label>.jsonl): the held-out EM beside them.
+      if (info.type === "eval" && episodes.some((e) => e.agent !== undefined)) entry.payload.note = this.agentEvalNote(name, true);
     }
     entry.payload.detectorSteps = detectorSteps;
     return entry.payload;
   }
 
   /** An `--agent` run's held-out EM for an evaluation stage, from `agent-summary.json` (or `eval-warm.json`). */
-  private agentEvalNote(stage: string): string {
+  private agentEvalNote(stage: string, transcripts = false): string {
     const read = (f: CachedFile): Record<string, unknown> | null => {
       try {
         const t = f.read();
@@ -504,6 +506,7 @@ export class SourceReader {
     const part = stage === "eval-after" ? summary?.after : (summary?.before ?? read(this.evalWarmFile));
     const e = part as { success?: unknown; n?: unknown; dropped?: unknown } | undefined | null;
     const em = num(e?.success) !== undefined ? `held-out EM ${num(e?.success)!.toFixed(1)} % of ${num(e?.n) ?? "?"} tasks (${num(e?.dropped) ?? 0} dropped; ${stage === "eval-after" ? "agent-summary.json" : summary ? "agent-summary.json" : "eval-warm.json"}). ` : "";
+    if (transcripts) return `${em}Each rollout's transcript, answer and the task's gold answers from samples/${stage}.jsonl; success = EM of the answer, graded by the trainer.`;
     return `${em}An --agent run keeps only each evaluation rollout's status and reward (rollouts.jsonl; reward = EM of the answer, graded by the trainer): no transcript, no answer.`;
   }
 }
@@ -762,12 +765,14 @@ function agentEpisode(r: Record<string, unknown>, index: number, task: string, g
   for (const t of turns) for (const c of t.toolCalls ?? []) toolCalls[c.name] = (toolCalls[c.name] ?? 0) + 1;
   const advantage = num(r.advantage);
   const info: ViewAgentInfo = { status, dropReason: typeof r.dropReason === "string" ? r.dropReason : null, mismatches: num(r.mismatches) ?? 0, system, parts };
+  // Evaluation lines carry the task's question and gold answers (writeAgentSamples with tasks); RL lines do not.
+  const gold = Array.isArray(r.answers) ? r.answers.filter((x): x is string => typeof x === "string") : [];
   return {
     index,
     task,
     kind: task.includes(":") ? task.slice(0, task.indexOf(":")) : "?",
-    question,
-    gold: [],
+    question: typeof r.question === "string" && r.question !== "" ? r.question : question,
+    gold,
     member,
     group,
     turns,

@@ -47,7 +47,8 @@ interface State {
   diff: boolean;
 }
 
-const DEFAULT_METRICS = ["reward/mean", "em", "grade/score", "tool_calls", "train/kl", "train/entropy", "train/grad_norm", "train/clip_fraction"];
+// `reward` / `reward/em`: an `arl train --agent` run's names for the step's mean reward and its EM part.
+const DEFAULT_METRICS = ["reward/mean", "reward", "em", "reward/em", "grade/score", "tool_calls", "train/kl", "train/entropy", "train/grad_norm", "train/clip_fraction"];
 
 const api = new ViewApi();
 let index: ViewIndex = { sources: [], static: true, pollMs: 0 };
