@@ -180,6 +180,7 @@ export type { ParseOptions, Protocol, ProtocolName } from "./protocol/index.ts";
 export { toolEnv, checkGrade, defaultFormatResult } from "./env/toolEnv.ts";
 export type { GradeInput, ToolCallSettings, ToolEnvSpec, ToolEnvTurn } from "./env/toolEnv.ts";
 export type { EnvRecipe, RecipeContext, RecipeInstance } from "./env/recipe.ts";
+export { counterfactualWorldSeed, parseEnvOptions } from "./env/options.ts";
 export { searchAction, toolCallCounts, totalToolCalls } from "./core/types.ts";
 
 // ── training entry point and the recipe experiment (src/run, src/train) ──

@@ -6,6 +6,7 @@
  * `labDesigns` are the reward designs `arl lab --env complaints` trains: two loopholes of the verdict (raw counts, the
  * first number found), one of citations (unchecked sources) and the fix (the full rubric).
  */
+import { counterfactualWorldSeed, parseEnvOptions } from "../../env/options.ts";
 import { z } from "zod";
 import type { Action, Task, ToolCallResult } from "../../core/types.ts";
 import type { EnvRecipe, RecipeContext, RecipeInstance, RecipeLabDesign } from "../../env/recipe.ts";
@@ -59,7 +60,7 @@ export const COMPLAINT_INSTRUCTIONS =
 
 /** Seed of counterfactual world `k` of a run (k ≥ 1). */
 export function counterfactualSeed(runSeed: number, k: number): number {
-  return (Math.imul(runSeed >>> 0, 1000003) + 7919 * k + 29) | 0;
+  return counterfactualWorldSeed(runSeed, k, 29);
 }
 
 /**
@@ -67,22 +68,7 @@ export function counterfactualSeed(runSeed: number, k: number): number {
  *   are named with the allowed ones
  */
 export function complaintOptions(options: Record<string, unknown>): { pay: PayMode; numTestTasks: number; worldSeed?: number } {
-  const parsed = ComplaintOptions.safeParse(options);
-  if (!parsed.success) {
-    const allowed = Object.keys(ComplaintOptions.shape).join(", ");
-    throw new Error(
-      parsed.error.issues
-        .map((i) =>
-          i.code === "unrecognized_keys"
-            ? `env.options.${i.keys.join(", env.options.")}: unknown option; allowed: ${allowed}`
-            : i.path[0] === "pay"
-              ? `env.options.pay: expected one of ${PAY_MODES.join(", ")}`
-              : `env.options.${i.path.join(".")}: ${i.message}`,
-        )
-        .join("; "),
-    );
-  }
-  return { ...COMPLAINT_DEFAULT_OPTIONS, ...parsed.data };
+  return parseEnvOptions(ComplaintOptions, options, COMPLAINT_DEFAULT_OPTIONS, { pay: `expected one of ${PAY_MODES.join(", ")}` });
 }
 
 /** Every text the env shows for `world`'s figures (each tool's result for every product, year and caliber). */

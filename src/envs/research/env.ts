@@ -5,6 +5,7 @@
  * labels with evidence per reason), broken down by `./decisions.ts`, warm-started from the scripted personas of
  * `./personas.ts`. Built with `toolEnv` (`src/env/toolEnv.ts`) in the `hermes` (default) or `react` protocol.
  */
+import { counterfactualWorldSeed, parseEnvOptions } from "../../env/options.ts";
 import { z } from "zod";
 import type { Action, Task, ToolCallResult, Trajectory } from "../../core/types.ts";
 import type { EnvRecipe, RecipeContext, RecipeInstance, RecipeLabDesign } from "../../env/recipe.ts";
@@ -59,7 +60,7 @@ export const RESEARCH_INSTRUCTIONS =
 
 /** Seed of counterfactual world `k` of a run (k ≥ 1). */
 export function counterfactualSeed(runSeed: number, k: number): number {
-  return (Math.imul(runSeed >>> 0, 1000003) + 7919 * k + 29) | 0;
+  return counterfactualWorldSeed(runSeed, k, 29);
 }
 
 /**
@@ -67,20 +68,7 @@ export function counterfactualSeed(runSeed: number, k: number): number {
  *   are named with the allowed ones
  */
 export function researchOptions(options: Record<string, unknown>): { grade: ResearchGradeMode; numTestTasks: number; worldSeed?: number } {
-  const parsed = ResearchOptions.safeParse(options);
-  if (!parsed.success) {
-    const allowed = Object.keys(ResearchOptions.shape).join(", ");
-    throw new Error(
-      parsed.error.issues
-        .map((i) =>
-          i.code === "unrecognized_keys"
-            ? `env.options.${i.keys.join(", env.options.")}: unknown option; allowed: ${allowed}`
-            : `env.options.${i.path.join(".")}: ${i.message}`,
-        )
-        .join("; "),
-    );
-  }
-  return { ...RESEARCH_DEFAULT_OPTIONS, ...parsed.data };
+  return parseEnvOptions(ResearchOptions, options, RESEARCH_DEFAULT_OPTIONS);
 }
 
 /** The first user message of a task: the question. */

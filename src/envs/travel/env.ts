@@ -4,6 +4,7 @@
  * decision by decision by `./decisions.ts`, warm-started from the scripted personas of `./personas.ts`.
  * Built with `toolEnv` (`src/env/toolEnv.ts`) in the `hermes` (default) or `react` protocol.
  */
+import { counterfactualWorldSeed, parseEnvOptions } from "../../env/options.ts";
 import { z } from "zod";
 import type { Action, Task, ToolCallResult } from "../../core/types.ts";
 import type { EnvRecipe, RecipeContext, RecipeInstance } from "../../env/recipe.ts";
@@ -62,7 +63,7 @@ export const TRAVEL_INSTRUCTIONS =
 
 /** Seed of counterfactual world `k` of a run (k ≥ 1). */
 export function counterfactualSeed(runSeed: number, k: number): number {
-  return (Math.imul(runSeed >>> 0, 1000003) + 7919 * k + 17) | 0;
+  return counterfactualWorldSeed(runSeed, k, 17);
 }
 
 /**
@@ -70,20 +71,7 @@ export function counterfactualSeed(runSeed: number, k: number): number {
  *   are named with the allowed ones
  */
 export function travelOptions(options: Record<string, unknown>): { failureRate: number; numTestTasks: number; worldSeed?: number } {
-  const parsed = TravelOptions.safeParse(options);
-  if (!parsed.success) {
-    const allowed = Object.keys(TravelOptions.shape).join(", ");
-    throw new Error(
-      parsed.error.issues
-        .map((i) =>
-          i.code === "unrecognized_keys"
-            ? `env.options.${i.keys.join(", env.options.")}: unknown option; allowed: ${allowed}`
-            : `env.options.${i.path.join(".")}: ${i.message}`,
-        )
-        .join("; "),
-    );
-  }
-  return { ...TRAVEL_DEFAULT_OPTIONS, ...parsed.data };
+  return parseEnvOptions(TravelOptions, options, TRAVEL_DEFAULT_OPTIONS);
 }
 
 /** Every text the env shows or the personas write for `world`'s entities (tool results, errors, answers). */

@@ -356,12 +356,12 @@ export class CurveChart {
   private applySmooth(next: Map<string, CurvePoint[]>, weight: number): Map<string, CurvePoint[]> {
     const shown = this.shownSmooth;
     const cs = vega.changeset();
-    let any = false;
+    let changed = false;
     const leave = new Set<string>();
     for (const [src, pts] of shown) if (next.get(src) !== pts) leave.add(src);
     if (leave.size > 0) {
       cs.remove((d: SmoothPoint) => leave.has(d.source));
-      any = true;
+      changed = true;
     }
     for (const [src, pts] of next) {
       const entry = smoothLineOf(pts);
@@ -374,9 +374,9 @@ export class CurveChart {
         cs.insert(entry.line);
       }
       entry.weight = weight;
-      any = true;
+      changed = true;
     }
-    if (any) this.view!.change("smooth", cs);
+    if (changed) this.view!.change("smooth", cs);
     return new Map(next);
   }
 
