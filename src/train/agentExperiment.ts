@@ -236,6 +236,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       })));
       bar.stop();
       logRollouts(run, `eval-${label}`, 0, records, reporter);
+      for (const r of records) retrievals.take(r.id); // a dropped rollout was never graded: forget what it searched
       // The held-out transcripts, for the viewer's warm-start-vs-RL comparison (`arl view`).
       writeAgentSamples(run, `eval-${label}`, records, tokenizer, held);
       const rewarded = records.filter((r) => r.status === "rewarded");
@@ -302,6 +303,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
         last = state;
         run.logMetrics("rl", step, m);
         logRollouts(run, "rl", step, records, reporter);
+        for (const r of records) retrievals.take(r.id); // a dropped rollout was never graded: forget what it searched
         for (const firing of monitor.observe(step, m)) {
           run.appendJsonl("detectors.jsonl", firing);
           reporter.log(`warning: reward-hacking detector fired: ${firing.message}`);
