@@ -99,6 +99,13 @@ describe.runIf(HAVE_CHROMIUM)("arl view in Chromium", () => {
     expect(await page.locator("#smooth-value").textContent()).toBe("0.60");
     expect((await curve("reward/mean", "smoke-a")).get(rl[0].step as number)).toBe(rl[0]["reward/mean"]);
     await page.screenshot({ path: join(SHOTS, "curves.png") });
+    // another stage shows that stage's metrics (SFT lines have the loss), never empty charts
+    await page.locator("#stage").selectOption("sft");
+    await settled();
+    const sft = jsonl(join(FIXTURES, "smoke-a", "metrics.jsonl")).filter((r) => r.stage === "sft");
+    expect(await page.locator("[data-chart]").evaluateAll((els) => els.map((e) => e.getAttribute("data-chart")))).toEqual(["loss", "grad_norm"]);
+    expect([...(await curve("loss", "smoke-a")).entries()]).toEqual(sft.map((r) => [r.step, r.loss]));
+    expect(await page.locator("input[data-metric]").evaluateAll((els) => els.map((e) => e.getAttribute("data-metric")))).not.toContain("reward/mean");
   });
 
   it("overlays a lab's designs and another run on one chart", async () => {
@@ -321,26 +328,42 @@ describe.runIf(HAVE_CHROMIUM)("arl view in Chromium", () => {
       expect(await page.locator('[data-side="right"] .turn pre.action').first().textContent()).toBe((right.turns as { action: string }[])[0].action);
     }
     await page.screenshot({ path: join(SHOTS, "compare.png") });
+    // an evaluation episode's tokens are sampled, never trained: the token view says so
+    await open("view=trajectories&tsrc=smoke-a&file=eval-rl-grpo&ep=0&tab=tokens");
+    const legend = (await page.locator(".episode-detail .legend").first().textContent()) ?? "";
+    expect(legend).toContain("an evaluation rollout is never trained on");
+    expect(legend).not.toMatch(/\btrained loss mask 1/);
+    expect(await page.locator(".episode-detail").textContent()).toMatch(/\d+ sampled \(evaluation: not trained\)/);
   });
 
   it("follows a run that is still training: a new metrics line shows up without a reload", async () => {
-    const live = join(tmp, "live");
+    const live = join(tmp, "live,1"); // a comma in a folder's name survives the page's URL state
     cpSync(join(FIXTURES, "smoke-b"), live, { recursive: true });
     const liveServer = await startViewServer([live], { port: 0, pollMs: 200 });
     try {
-      await open("view=curves&src=live&m=reward/mean&stage=rl", liveServer.url + "/");
-      const before = await curve("reward/mean", "live");
+      await open(`view=curves&src=${encodeURIComponent("live,1")}&m=reward/mean&stage=rl`, liveServer.url + "/");
+      const before = await curve("reward/mean", "live,1");
+      expect(before.size).toBeGreaterThan(0);
+      expect(await page.locator('input[data-source="live,1"]').isChecked()).toBe(true);
+      await page.reload();
+      await page.waitForFunction(() => document.body.dataset.ready !== undefined && document.body.dataset.ready !== "", null, { timeout: 45_000 });
+      expect(await curve("reward/mean", "live,1")).toEqual(before);
       const next = Math.max(...before.keys()) + 1;
       appendFileSync(join(live, "metrics.jsonl"), JSON.stringify({ stage: "rl", step: next, "reward/mean": 0.125 }) + "\n");
       await page.waitForFunction(
         (label) => [...document.querySelectorAll('[data-vega="reward/mean"] svg [aria-label]')].some((e) => e.getAttribute("aria-label") === label),
-        `live step ${next}: 0.125`,
+        `live,1 step ${next}: 0.125`,
         { timeout: 45_000 },
       );
-      expect((await curve("reward/mean", "live")).size).toBe(before.size + 1);
+      expect((await curve("reward/mean", "live,1")).size).toBe(before.size + 1);
+      // a damaged line is skipped, and the page says so
+      appendFileSync(join(live, "metrics.jsonl"), "{not json\n");
+      await page.waitForSelector("[data-damaged]", { timeout: 45_000 });
+      expect(await page.locator("[data-damaged]").textContent()).toContain("live,1/metrics.jsonl: 1");
+      expect((await curve("reward/mean", "live,1")).size).toBe(before.size + 1);
       // the trajectories view on the newest step follows the run to the step it writes next
       const last = Math.max(...readdirSync(join(live, "samples")).filter((f) => f.startsWith("step-")).map((f) => Number(f.slice(5, -6))));
-      await open(`view=trajectories&tsrc=live&file=step-${last}`, liveServer.url + "/");
+      await open(`view=trajectories&tsrc=${encodeURIComponent("live,1")}&file=step-${last}`, liveServer.url + "/");
       writeFileSync(join(live, "samples", `step-${last + 1}.jsonl`), readFileSync(join(live, "samples", `step-${last}.jsonl`)));
       await page.waitForFunction((h) => document.querySelector("section.content h2")?.textContent?.includes(h) === true, `RL step ${last + 1}`, { timeout: 45_000 });
     } finally {

@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { appendFileSync, cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { grpoAdvantages } from "../src/algo/advantages.ts";
 import { emCheck } from "../src/reward/em.ts";
 import { SourceReader, discoverSources, joinTokenTexts, parseJsonLines } from "../src/view/data.ts";
@@ -15,6 +15,8 @@ import { WordTokenizer, type TokenizerJson } from "../src/policy/tokenizer.ts";
 import { compile } from "vega-lite";
 import { createViewApp, ViewCatalog } from "../src/view/server.ts";
 import { scriptJson } from "../src/view/page.ts";
+import { exportView } from "../src/view/export.ts";
+import { openHostWarning, serveOptions } from "../src/cli/serve.ts";
 import { cachedClientBundle } from "../src/view/bundle.ts";
 import { curveTemplates } from "../src/view/curveTemplates.ts";
 import { curveRaw, curveSpec, emaSmooth, smoothedPoints, vegaSpecOf } from "../src/view/client/charts.ts";
@@ -168,8 +170,31 @@ describe("SourceReader", () => {
   });
 
   it("parses JSON lines skipping junk and the unterminated last line", () => {
-    expect(parseJsonLines('{"a":1}\nnot json\n[1]\n{"b":2}\n{"c":')).toEqual([{ a: 1 }, { b: 2 }]);
-    expect(parseJsonLines(null)).toEqual([]);
+    const counter = { damaged: -1 };
+    expect(parseJsonLines('{"a":1}\nnot json\n[1]\n{"b":2}\n{"c":', counter)).toEqual([{ a: 1 }, { b: 2 }]);
+    expect(counter.damaged).toBe(2); // "not json" and "[1]"; the unterminated last line is still being written
+    expect(parseJsonLines(null, counter)).toEqual([]);
+    expect(counter.damaged).toBe(0);
+  });
+
+  it("lists each stage's metric keys, and counts the lines it skipped per file", () => {
+    const dir = join(tmp, "damaged");
+    cpSync(join(FIXTURES, "smoke-a"), dir, { recursive: true });
+    const r = new SourceReader(discoverSources([dir])[0]);
+    const rows = jsonl(join(dir, "metrics.jsonl"));
+    const keysIn = (stage: string) => [...new Set(rows.filter((x) => x.stage === stage).flatMap((x) => Object.keys(x).filter((k) => k !== "step" && typeof x[k] === "number")))].sort();
+    const info = r.info();
+    expect(Object.keys(info.metricKeysByStage)).toEqual(info.stages);
+    expect(info.metricKeysByStage.sft).toEqual(keysIn("sft"));
+    expect(info.metricKeysByStage.rl).toEqual(keysIn("rl"));
+    expect(info.metricKeysByStage.sft).not.toContain("reward/mean");
+    expect(info.damagedLines).toEqual({});
+    appendFileSync(join(dir, "metrics.jsonl"), 'garbage\n{"stage":"rl","step":99,\n');
+    appendFileSync(join(dir, "samples", "step-0.jsonl"), "\u0000\u0000\n");
+    expect(r.info().damagedLines).toEqual({ "metrics.jsonl": 2 });
+    expect(r.samplesOf("step-0").damagedLines).toBe(1);
+    expect(r.info().damagedLines).toEqual({ "metrics.jsonl": 2, "samples/step-0.jsonl": 1 });
+    expect(r.samplesOf("step-1").damagedLines).toBeUndefined();
   });
 });
 
@@ -432,6 +457,47 @@ describe("arl view (CLI)", () => {
     const data = JSON.parse(/window\.__ARL_VIEW_DATA__=(.*?)<\/script>/s.exec(html)![1]) as { index: { static: boolean }; samples: Record<string, Record<string, unknown>> };
     expect(data.index.static).toBe(true);
     expect(Object.keys(data.samples["smoke-a"]).sort()).toEqual(readdirSync(join(FIXTURES, "smoke-a", "samples")).map((f) => f.replace(/\.jsonl$/, "")).sort());
+  });
+
+  it("--export keeps this machine's paths out, and overwrites only an earlier export (or with --force)", async () => {
+    const run = join(tmp, "export-run");
+    cpSync(join(FIXTURES, "smoke-a"), run, { recursive: true });
+    const file = join(tmp, "one-run.html");
+    await exportView([run], file);
+    expect(readFileSync(file, "utf8")).not.toContain(tmp); // a source's path is its id, not this machine's folder
+    await exportView([run], file); // an earlier export: overwritten
+    const notes = join(tmp, "notes.html");
+    writeFileSync(notes, "<p>my notes</p>");
+    await expect(exportView([run], notes)).rejects.toThrow(/--export .*notes\.html: the file exists and is not an earlier arl view export; .*--force/);
+    expect(readFileSync(notes, "utf8")).toBe("<p>my notes</p>");
+    const refused = arl([run, "--export", notes]); // the CLI: a usage error (exit 2), the file untouched
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toMatch(/not an earlier arl view export/);
+    expect(readFileSync(notes, "utf8")).toBe("<p>my notes</p>");
+    await exportView([run], notes, { force: true });
+    expect(readFileSync(notes, "utf8")).toContain("window.__ARL_VIEW_DATA__=");
+    await expect(exportView([run], join(run, "metrics.jsonl"), { force: true })).rejects.toThrow(/is inside the viewed folder/);
+    expect(readFileSync(join(run, "metrics.jsonl"), "utf8")).toBe(readFileSync(join(FIXTURES, "smoke-a", "metrics.jsonl"), "utf8"));
+  });
+
+  it("warns when --host reaches other machines and no key is set (every arl serve and arl view)", () => {
+    for (const host of ["127.0.0.1", "localhost", "::1", "127.0.0.2"]) expect(openHostWarning(host, undefined), host).toBeUndefined();
+    expect(openHostWarning("0.0.0.0", "k")).toBeUndefined();
+    expect(openHostWarning("0.0.0.0", undefined)).toMatch(/--host 0\.0\.0\.0 serves other machines and no --api-key .* anyone who can reach this port/);
+    expect(openHostWarning("192.168.1.5", undefined)).toMatch(/--api-key <key>, or bind 127\.0\.0\.1/);
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    const key = process.env.ARL_API_KEY;
+    delete process.env.ARL_API_KEY;
+    try {
+      serveOptions({ host: "0.0.0.0", port: "0", maxBody: "1000", requestTimeout: "1000" });
+      expect(warn).toHaveBeenCalledWith(openHostWarning("0.0.0.0", undefined));
+      warn.mockClear();
+      serveOptions({ host: "127.0.0.1", port: "0", maxBody: "1000", requestTimeout: "1000" });
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+      if (key !== undefined) process.env.ARL_API_KEY = key;
+    }
   });
 
   it("names a folder that is not there, and a bad --poll", () => {

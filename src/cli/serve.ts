@@ -32,7 +32,21 @@ export function serveFlags(cmd: Command, defaultPort: number): Command {
     .option("--request-timeout <ms>", "most time to receive a whole request (ms; slower clients get 408)", "30000");
 }
 
-/** Serve flags → `ServeOptions`. @throws ConfigError naming a bad port, body limit, timeout or empty API key */
+/** Host names and addresses that reach this machine only. */
+const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1|\[::1\])$/i;
+
+/**
+ * The warning for a server bound beyond loopback without an API key (anyone who can reach the port may use it:
+ * read runs, sample or train the policy), or undefined when the host is loopback or a key is set.
+ * @param host the `--host` value
+ * @param apiKey the key in effect (`--api-key` or `ARL_API_KEY`)
+ */
+export function openHostWarning(host: string, apiKey: string | undefined): string | undefined {
+  if (apiKey !== undefined || LOOPBACK.test(host.trim())) return undefined;
+  return `warning: --host ${host} serves other machines and no --api-key (or ARL_API_KEY) is set: anyone who can reach this port can use it. Set --api-key <key>, or bind 127.0.0.1.`;
+}
+
+/** Serve flags → `ServeOptions` (warns on stderr when `--host` reaches beyond loopback without a key: `openHostWarning`). @throws ConfigError naming a bad port, body limit, timeout or empty API key */
 export function serveOptions(flags: ServeFlags): ServeOptions {
   const int = (flag: string, v: string, min: number, max: number): number => {
     const n = Number(v);
@@ -42,6 +56,8 @@ export function serveOptions(flags: ServeFlags): ServeOptions {
   const port = int("--port", flags.port, 0, 65535);
   const apiKey = flags.apiKey ?? process.env.ARL_API_KEY;
   if (apiKey !== undefined && apiKey.trim() === "") throw new ConfigError(["--api-key: expected a non-empty key (or leave it out to serve without one)"]);
+  const warning = openHostWarning(flags.host, apiKey);
+  if (warning !== undefined) console.warn(warning);
   return {
     host: flags.host,
     port,

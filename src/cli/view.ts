@@ -14,6 +14,7 @@ import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
 /** Flags of `arl view`. */
 interface ViewFlags extends ServeFlags {
   export?: string;
+  force?: boolean;
   poll: string;
 }
 
@@ -25,13 +26,20 @@ export function registerView(program: Command): void {
       .description("A local web page over runs and labs: curves, trajectories (turns, tokens, loss mask, reward terms), compare; follows a run still training")
       .argument("[folders...]", "run folders (runs/default), labs (runs/lab) or folders of them (default: runs)")
       .option("--export <file>", "write the views with their data into one self-contained HTML file (no server, no network) and exit")
+      .option("--force", "with --export: overwrite the file even when it is not an earlier export")
       .option("--poll <ms>", "how often the page looks for new lines (ms; 0 = never)", String(DEFAULT_POLL_MS)),
     DEFAULT_VIEW_PORT,
   ).action(async (folders: string[], opts: ViewFlags) => {
     const paths = folders.length > 0 ? folders : ["runs"];
     if (folders.length === 0 && !existsSync("runs")) throw new ConfigError(["arl view: no folders given and no runs/ here; give run or lab folders (arl view runs/default runs/lab)"]);
     if (opts.export !== undefined) {
-      const r = await exportView(paths, opts.export);
+      let r: { sources: number; bytes: number };
+      try {
+        r = await exportView(paths, opts.export, { force: opts.force === true });
+      } catch (e) {
+        if ((e as Error).message.startsWith("--export")) throw new ConfigError([(e as Error).message]);
+        throw e;
+      }
       console.log(`wrote ${opts.export} (${(r.bytes / 1024 / 1024).toFixed(1)} MiB, ${r.sources} source(s); self-contained, opens offline)`);
       return;
     }

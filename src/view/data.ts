@@ -144,8 +144,13 @@ class CachedFile {
   }
 }
 
-/** Parses the complete lines of a JSON-lines text (a last line without its newline is being written: skipped). */
-export function parseJsonLines(text: string | null): Record<string, unknown>[] {
+/**
+ * Parses the complete lines of a JSON-lines text (a last line without its newline is being written: skipped).
+ * @param counter when given, `counter.damaged` is set to the number of complete lines that are not JSON objects
+ *   (skipped, never a crash of the viewer; the page reports them: `SourceInfo.damagedLines`)
+ */
+export function parseJsonLines(text: string | null, counter?: { damaged: number }): Record<string, unknown>[] {
+  if (counter !== undefined) counter.damaged = 0;
   if (text === null || text === "") return [];
   const lines = text.split("\n");
   lines.pop(); // "" after the final newline, or a line still being written
@@ -155,8 +160,9 @@ export function parseJsonLines(text: string | null): Record<string, unknown>[] {
     try {
       const v = JSON.parse(line) as unknown;
       if (v !== null && typeof v === "object" && !Array.isArray(v)) out.push(v as Record<string, unknown>);
+      else if (counter !== undefined) counter.damaged++;
     } catch {
-      // a line that is not JSON: skipped (never a crash of the viewer)
+      if (counter !== undefined) counter.damaged++; // not JSON: skipped, and counted
     }
   }
   return out;
@@ -231,6 +237,19 @@ export class SourceReader {
   private firingsCache: { key: string; firings: DetectorFiring[] } | null = null;
   private vocab: { key: string; pieces: string[] | null; spaced: boolean | undefined } | null = null;
   private rolloutStages: { key: string; stages: string[] } | null = null;
+  /** `SourceInfo.metricKeysByStage` of the columns it was computed from. */
+  private keysByStage: { of: object; keys: Record<string, string[]> } | null = null;
+  /** Damaged lines per file (relative path) as of the last read of each: `SourceInfo.damagedLines`. */
+  private readonly damaged = new Map<string, number>();
+
+  /** `parseJsonLines` of one of the folder's files, keeping its count of damaged lines. */
+  private parse(file: string, text: string | null): Record<string, unknown>[] {
+    const counter = { damaged: 0 };
+    const rows = parseJsonLines(text, counter);
+    if (counter.damaged > 0) this.damaged.set(file, counter.damaged);
+    else this.damaged.delete(file);
+    return rows;
+  }
 
   constructor(readonly ref: SourceRef) {
     this.metricsFile = new CachedFile(join(ref.path, "metrics.jsonl"));
@@ -287,6 +306,13 @@ export class SourceReader {
       stepsByStage[s]++;
     }
     const files = this.sampleFiles();
+    if (this.keysByStage?.of !== m) {
+      const byStage: Record<string, Set<string>> = {};
+      for (const [k, col] of Object.entries(m.columns)) col.forEach((v, i) => v !== null && (byStage[m.stage[i]] ??= new Set()).add(k));
+      this.keysByStage = { of: m, keys: Object.fromEntries(stages.map((st) => [st, [...(byStage[st] ?? [])].sort()])) };
+    }
+    const metricKeysByStage = this.keysByStage.keys;
+    const detectorCount = this.firings().length;
     return {
       id: this.ref.id,
       label: this.ref.label,
@@ -297,8 +323,10 @@ export class SourceReader {
       stages,
       stepsByStage,
       metricKeys: Object.keys(m.columns).sort(),
+      metricKeysByStage,
+      damagedLines: Object.fromEntries([...this.damaged].sort(([a], [b]) => (a < b ? -1 : 1))),
       sampleFiles: files,
-      detectorCount: this.firings().length,
+      detectorCount,
       version: this.version(files),
       description: this.ref.description,
     };
@@ -354,7 +382,7 @@ export class SourceReader {
   private columns(): { rows: Record<string, unknown>[]; stage: string[]; step: number[]; columns: Record<string, (number | null)[]> } {
     const key = this.metricsFile.stamp();
     if (this.columnsCache?.key === key) return this.columnsCache;
-    const rows = parseJsonLines(this.metricsFile.read());
+    const rows = this.parse("metrics.jsonl", this.metricsFile.read());
     const stage: string[] = [];
     const step: number[] = [];
     const columns: Record<string, (number | null)[]> = {};
@@ -377,7 +405,7 @@ export class SourceReader {
   private firings(): DetectorFiring[] {
     const key = this.detectorsFile.stamp();
     if (this.firingsCache?.key === key) return this.firingsCache.firings;
-    const firings = parseJsonLines(this.detectorsFile.read()).flatMap((r): DetectorFiring[] =>
+    const firings = this.parse("detectors.jsonl", this.detectorsFile.read()).flatMap((r): DetectorFiring[] =>
       typeof r.detector === "string" && typeof r.metric === "string" && num(r.step) !== undefined
         ? [{ detector: r.detector, metric: r.metric, step: num(r.step)!, since: num(r.since), value: num(r.value) ?? NaN, baseline: num(r.baseline), threshold: num(r.threshold), message: typeof r.message === "string" ? r.message : r.detector }]
         : [],
@@ -472,7 +500,9 @@ export class SourceReader {
       const key = `${this.rolloutsFile.stamp()}|${this.agentSummaryFile.stamp()}|${this.evalWarmFile.stamp()}`;
       if (entry.key !== key) {
         entry.key = key;
-        entry.payload = { id: this.ref.id, file: name, episodes: rolloutEvalEpisodes(parseJsonLines(this.rolloutsFile.read()), name), vocab: {}, detectorSteps, note: this.agentEvalNote(name) };
+        entry.payload = { id: this.ref.id, file: name, episodes: rolloutEvalEpisodes(this.parse("rollouts.jsonl", this.rolloutsFile.read()), name), vocab: {}, detectorSteps, note: this.agentEvalNote(name) };
+        const damaged = this.damaged.get("rollouts.jsonl");
+        if (damaged !== undefined) entry.payload.damagedLines = damaged;
       }
       entry.payload.detectorSteps = detectorSteps;
       return entry.payload;
@@ -482,9 +512,11 @@ export class SourceReader {
     if (entry.key !== key) {
       entry.key = key;
       const vocab: Record<string, string> = {};
-      const episodes = toEpisodes(parseJsonLines(entry.file.read()), info, this.settings(), { spaced: this.vocab?.spaced, vocab });
+      const episodes = toEpisodes(this.parse(`samples/${name}.jsonl`, entry.file.read()), info, this.settings(), { spaced: this.vocab?.spaced, vocab });
       if (pieces !== null) for (const e of episodes) for (const seg of e.segments ?? (e.tokens ? [e.tokens] : [])) for (const id of seg.ids) if (vocab[id] === undefined && pieces[id] !== undefined) vocab[id] = pieces[id];
       entry.payload = { id: this.ref.id, file: name, episodes, vocab, detectorSteps };
+      const damaged = this.damaged.get(`samples/${name}.jsonl`);
+      if (damaged !== undefined) entry.payload.damagedLines = damaged;
       // An --agent run's evaluation transcripts (samples/eval-<label>.jsonl): the held-out EM beside them.
       if (info.type === "eval" && episodes.some((e) => e.agent !== undefined)) entry.payload.note = this.agentEvalNote(name, true);
     }

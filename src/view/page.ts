@@ -67,6 +67,7 @@ td.q{max-width:160px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .task-list{max-height:260px;overflow:auto;margin-bottom:10px;border:1px solid #e6e9ef}
 .compare{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 .muted{color:#778}
+.warn{color:#8a5a00;background:#fff6e0;border:1px solid #f0d9a0;padding:4px 8px;border-radius:4px}
 .empty{padding:24px;color:#778}
 .scrubber{display:flex;gap:8px;align-items:center}
 .scrubber input{flex:1}
@@ -86,6 +87,9 @@ export function servedPage(): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>arl view</title><style>${VIEW_CSS}</style></head><body><div id="app"><p class="empty">loading…</p></div><script src="app.js"></script></body></html>\n`;
 }
 
+/** The `<meta name="generator">` of an exported page: `arl view --export` overwrites only files that carry it. */
+export const EXPORT_GENERATOR = "arl view --export";
+
 /**
  * The exported page: script and every payload inline (opens from a file, no network).
  * @param script the bundled page script (`clientBundle()`)
@@ -93,5 +97,5 @@ export function servedPage(): string {
  */
 export function exportedPage(script: string, data: ViewBundleData): string {
   const safeScript = script.replace(/<\/script/gi, "<\\/script");
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>arl view (export)</title><style>${VIEW_CSS}</style><script>window.__ARL_VIEW_DATA__=${scriptJson(data)}</script></head><body><div id="app"><p class="empty">loading…</p></div><script>${safeScript}</script></body></html>\n`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="generator" content="${EXPORT_GENERATOR}"><title>arl view (export)</title><style>${VIEW_CSS}</style><script>window.__ARL_VIEW_DATA__=${scriptJson(data)}</script></head><body><div id="app"><p class="empty">loading…</p></div><script>${safeScript}</script></body></html>\n`;
 }

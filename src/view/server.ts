@@ -84,7 +84,8 @@ export class ViewCatalog {
       metrics[r.ref.id] = r.metrics();
       samples[r.ref.id] = Object.fromEntries(r.sampleFiles().map((f) => [f.name, r.samplesOf(f.name)]));
     }
-    return { index: { sources: readers.map((r) => r.info()), static: true, pollMs: 0 }, metrics, samples };
+    // an export is shared: each source's path is its id (relative to the viewed folders), not this machine's path
+    return { index: { sources: readers.map((r) => ({ ...r.info(), path: r.ref.id })), static: true, pollMs: 0 }, metrics, samples };
   }
 }
 

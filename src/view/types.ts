@@ -47,6 +47,14 @@ export interface SourceInfo {
   stepsByStage: Record<string, number>;
   /** Every numeric metric key in `metrics.jsonl`, sorted. */
   metricKeys: string[];
+  /** Per stage, the metric keys with at least one value in that stage, sorted (SFT lines have `loss`, RL lines the rest). */
+  metricKeysByStage: Record<string, string[]>;
+  /**
+   * Lines the viewer could not read, per file (`metrics.jsonl`, `detectors.jsonl`, `rollouts.jsonl`,
+   * `samples/step-3.jsonl`, …): not JSON objects (a damaged or hand-edited file). A run's last line while it is being
+   * written is not counted. Only files with at least one such line are listed; the page shows them.
+   */
+  damagedLines: Record<string, number>;
   sampleFiles: SampleFileInfo[];
   /** Firings in `detectors.jsonl`. */
   detectorCount: number;
@@ -224,6 +232,8 @@ export interface SamplesPayload {
   detectorSteps: Record<string, number[]>;
   /** What the page should say about the file (e.g. an agent run's held-out EM from `eval-warm.json` / `agent-summary.json`). */
   note?: string;
+  /** Lines of the file that are not JSON objects (skipped; the page says how many). Absent when none. */
+  damagedLines?: number;
 }
 
 /** Everything an exported file holds: the index and every payload the page could ask for. */

@@ -48,7 +48,7 @@ interface State {
 }
 
 // `reward` / `reward/em`: an `arl train --agent` run's names for the step's mean reward and its EM part.
-const DEFAULT_METRICS = ["reward/mean", "reward", "em", "reward/em", "grade/score", "tool_calls", "train/kl", "train/entropy", "train/grad_norm", "train/clip_fraction"];
+const DEFAULT_METRICS = ["reward/mean", "reward", "em", "reward/em", "grade/score", "tool_calls", "train/kl", "train/entropy", "train/grad_norm", "train/clip_fraction", "loss", "grad_norm"]; // the last two: SFT lines
 
 const api = new ViewApi();
 let index: ViewIndex = { sources: [], static: true, pollMs: 0 };
@@ -59,7 +59,8 @@ let lastError = "";
 
 function readHash(): State {
   const p = new URLSearchParams(location.hash.slice(1));
-  const list = (k: string) => (p.get(k) ?? "").split(",").filter((x) => x !== "");
+  // one parameter per item (src=a&src=b): a folder or metric name may hold a comma
+  const list = (k: string) => p.getAll(k).filter((x) => x !== "");
   const view = p.get("view");
   const tab = p.get("tab");
   const colour = p.get("colour");
@@ -92,8 +93,8 @@ function readHash(): State {
 function writeHash(): void {
   const p = new URLSearchParams();
   p.set("view", state.view);
-  if (state.src.length) p.set("src", state.src.join(","));
-  if (state.metrics.length) p.set("m", state.metrics.join(","));
+  for (const id of state.src) p.append("src", id);
+  for (const m of state.metrics) p.append("m", m);
   if (state.stage) p.set("stage", state.stage);
   if (state.smooth > 0) p.set("smooth", String(state.smooth));
   if (state.mfilter) p.set("mfilter", state.mfilter);
@@ -115,6 +116,9 @@ function set(patch: Partial<State>): void {
 }
 
 const source = (id: string): SourceInfo | undefined => index.sources.find((s) => s.id === id);
+/** The metric keys the sources have values of in a stage (every key, for an index without per-stage keys). */
+const stageKeys = (ids: readonly string[], stage: string): string[] =>
+  [...new Set(ids.flatMap((id) => { const s = source(id); return s === undefined ? [] : (s.metricKeysByStage?.[stage] ?? s.metricKeys); }))];
 /** An episode's answer cell: the answer, "none", or — an --agent evaluation rollout (rollouts.jsonl) — "not written". */
 const answerOf = (e: ViewEpisode): TemplateResult | string =>
   e.answer ?? (e.agent !== undefined && e.turns.length === 0 ? html`<span class="muted" title="rollouts.jsonl keeps status and reward only">not written</span>` : html`<span class="muted">none</span>`);
@@ -123,7 +127,9 @@ const fmt = (x: number | null | undefined, digits = 3): string => (x === null ||
 /** Fills in defaults that depend on the index (first sources, default metrics, default files). */
 function settleState(): void {
   const ids = index.sources.map((s) => s.id);
-  let src = state.src.filter((id) => ids.includes(id));
+  // a link written before one parameter per item joined them with commas: an unknown entry is split on them
+  const known = (list: string[], has: (x: string) => boolean) => list.flatMap((x) => (has(x) ? [x] : x.split(",").filter(has)));
+  let src = known(state.src, (id) => ids.includes(id));
   if (src.length === 0) {
     // default: every run, and every design of the first lab (its warm start has SFT lines only)
     src = index.sources.filter((s) => s.kind !== "warm-start").map((s) => s.id).slice(0, 8);
@@ -131,8 +137,10 @@ function settleState(): void {
   }
   const stages = [...new Set(src.flatMap((id) => source(id)?.stages ?? []))];
   const stage = stages.includes(state.stage) ? state.stage : stages.includes("rl") ? "rl" : (stages[0] ?? "");
-  const keys = new Set(src.flatMap((id) => source(id)?.metricKeys ?? []));
-  let metrics = state.metrics.filter((m) => keys.has(m));
+  // the metric list is the stage's: SFT lines have `loss`, RL lines the rest (a metric selected for another stage
+  // is dropped when the stage changes, and the stage's defaults come instead of empty charts)
+  const keys = new Set(stageKeys(src, stage));
+  let metrics = known(state.metrics, (m) => keys.has(m));
   if (metrics.length === 0) metrics = DEFAULT_METRICS.filter((m) => keys.has(m));
   if (metrics.length === 0) metrics = [...keys].slice(0, 4);
   const withSamples = index.sources.filter((s) => s.sampleFiles.length > 0);
@@ -229,7 +237,7 @@ function curveData(metric: string, payloads: MetricsPayload[], stage: string, de
 const rawCache = new Map<string, { deps: unknown[]; raw: CurveRaw }>();
 
 function curvesAside(): TemplateResult {
-  const keys = [...new Set(state.src.flatMap((id) => source(id)?.metricKeys ?? []))].sort();
+  const keys = stageKeys(state.src, state.stage).sort();
   const shown = keys.filter((k) => state.mfilter === "" || k.includes(state.mfilter));
   const stages = [...new Set(state.src.flatMap((id) => source(id)?.stages ?? []))];
   const labs = [...new Set(index.sources.filter((s) => s.kind === "design").map((s) => s.lab!))];
@@ -263,11 +271,17 @@ function curvesAside(): TemplateResult {
     </div>`;
 }
 
+/** Lines the viewer skipped because they are not JSON, per file of each selected source (nothing when none). */
+function damagedNote(ids: readonly string[]): TemplateResult | typeof nothing {
+  const items = ids.flatMap((id) => Object.entries(source(id)?.damagedLines ?? {}).map(([f, n]) => `${source(id)?.label ?? id}/${f}: ${n}`));
+  return items.length === 0 ? nothing : html`<p class="warn" data-damaged>skipped lines that are not JSON (a damaged or hand-edited file): ${items.join("; ")}</p>`;
+}
+
 function curvesContent(): TemplateResult {
   if (state.src.length === 0) return html`<p class="empty">No run selected.</p>`;
   const legend = html`<div class="legend curves-legend">${state.src.map((id) => html`<span><span class="swatch" style="background:${sourceColour(index.sources.findIndex((s) => s.id === id))}"></span>${source(id)?.label ?? id}</span>`)}
     <span class="muted">strips along the top: a detector firing (one lane per run, in its colour; hover for which); dashed line and ▼: where it started, on the detector's own metric</span></div>`;
-  return html`${legend}<div class="charts">
+  return html`${legend}${damagedNote(state.src)}<div class="charts">
     ${repeat(state.metrics, (m) => m, (m) => html`<div class="chart" data-chart=${m}><h3>${m}</h3><div class="vega" data-vega=${m}></div></div>`)}
   </div>`;
 }
@@ -347,7 +361,7 @@ function gradeTable(e: ViewEpisode): TemplateResult {
 }
 
 /** An `arl train --agent` rollout as its model calls: what each returned, its tool calls, the tool results sent back. */
-function agentTurnsView(e: ViewEpisode): TemplateResult {
+function agentTurnsView(e: ViewEpisode, evaluation: boolean): TemplateResult {
   const a = e.agent!;
   if (e.turns.length === 0) {
     return html`<p class="muted">${a.calls !== undefined ? `${a.calls} model call(s); ` : ""}no transcript: an --agent run writes its evaluation rollouts to rollouts.jsonl as status and reward only (the RL steps' samples files have the calls and tokens)</p>`;
@@ -357,7 +371,7 @@ function agentTurnsView(e: ViewEpisode): TemplateResult {
     <div class="turn"><div class="who">user</div><pre>${e.question}</pre></div>
     ${e.turns.map(
       (t, i) => html`<div class="turn" data-turn=${i}>
-        <div class="who">call ${i + 1} · assistant (trained)${t.finishReason ? html` · finish <span data-finish>${t.finishReason}</span>` : nothing}${t.invalid ? html` · <span class="badge fail">invalid</span>` : nothing}</div>
+        <div class="who">call ${i + 1} · assistant ${evaluation ? html`<span title="an evaluation rollout: sampled by the policy, never trained on">(sampled; evaluation, not trained)</span>` : "(trained)"}${t.finishReason ? html` · finish <span data-finish>${t.finishReason}</span>` : nothing}${t.invalid ? html` · <span class="badge fail">invalid</span>` : nothing}</div>
         <pre class="action">${t.action}</pre>
         ${t.toolCalls?.length ? html`<div class="calls">${t.toolCalls.map((c) => html`<span class="ok" data-tool-call=${c.name}>${c.name}(${c.arguments})</span>`)}</div>` : nothing}
         ${(t.toolResults ?? []).map((r) => html`<div class="who">tool result (not trained)</div><pre class="obs" data-tool-result>${r}</pre>`)}
@@ -367,8 +381,8 @@ function agentTurnsView(e: ViewEpisode): TemplateResult {
   </div>`;
 }
 
-function turnsView(e: ViewEpisode): TemplateResult {
-  if (e.agent !== undefined) return agentTurnsView(e);
+function turnsView(e: ViewEpisode, evaluation: boolean): TemplateResult {
+  if (e.agent !== undefined) return agentTurnsView(e, evaluation);
   return html`<div class="turns">
     <div class="turn"><div class="who">user</div><pre>${e.question}</pre></div>
     ${e.turns.map(
@@ -420,7 +434,7 @@ function tokenSpans(e: ViewEpisode, t: ViewTokens, seg: number, vocab: Record<st
   return spans;
 }
 
-function tokensView(e: ViewEpisode, vocab: Record<string, string>): TemplateResult {
+function tokensView(e: ViewEpisode, vocab: Record<string, string>, evaluation: boolean): TemplateResult {
   const segs = e.segments ?? (e.tokens !== undefined ? [e.tokens] : []);
   if (segs.length === 0) return html`<p class="muted">This samples file has no token books (written before they were kept). Newer runs write tokens, loss mask and logprobs.</p>`;
   const total = segs.reduce((a, t) => a + t.ids.length, 0);
@@ -429,7 +443,9 @@ function tokensView(e: ViewEpisode, vocab: Record<string, string>): TemplateResu
   const prompt = segs.reduce((a, t) => a + t.promptLength, 0);
   const perTurn = e.turnAdvantages !== undefined;
   return html`<div class="legend">
-      <span><span class="tok trained">trained</span> loss mask 1 (sampled by the policy)</span>
+      ${evaluation
+        ? html`<span><span class="tok trained">sampled</span> loss mask 1 (sampled by the policy; an evaluation rollout is never trained on)</span>`
+        : html`<span><span class="tok trained">trained</span> loss mask 1 (sampled by the policy)</span>`}
       <span><span class="tok masked">not trained</span> loss mask 0 (prompt, observation, forced)</span>
       ${tool > 0 ? html`<span><span class="tok masked tool">tool result</span> loss mask 0 (what the agent's tool returned)</span>` : nothing}
       <label style="display:inline">colour <select id="colour" @change=${(ev: Event) => set({ colour: (ev.target as HTMLSelectElement).value as State["colour"] })}>
@@ -437,7 +453,7 @@ function tokensView(e: ViewEpisode, vocab: Record<string, string>): TemplateResu
       </select></label>
       <label style="display:inline"><input type="checkbox" id="show-prompt" .checked=${state.showPrompt} @change=${(ev: Event) => set({ showPrompt: (ev.target as HTMLInputElement).checked })} /> prompt (${prompt} tokens)</label>
     </div>
-    <p class="muted">${total} tokens, ${trained} trained${tool > 0 ? `, ${tool} tool-result tokens (not trained)` : ""}${segs.length > 1 ? ` in ${segs.length} segments (a call rewrote the history: kept apart, never re-tokenised)` : ""}${perTurn ? ", each turn's tokens coloured by its advantage (advantage mode)" : e.advantage !== null ? `, advantage ${fmt(e.advantage)} on each trained token` : ""}</p>
+    <p class="muted">${total} tokens, ${trained} ${evaluation ? "sampled (evaluation: not trained)" : "trained"}${tool > 0 ? `, ${tool} tool-result tokens (not trained)` : ""}${segs.length > 1 ? ` in ${segs.length} segments (a call rewrote the history: kept apart, never re-tokenised)` : ""}${perTurn ? ", each turn's tokens coloured by its advantage (advantage mode)" : e.advantage !== null ? `, advantage ${fmt(e.advantage)} on each trained token` : ""}</p>
     ${segs.map((t, k) => html`${segs.length > 1 ? html`<h4>segment ${k + 1}</h4>` : nothing}<div class="tokens" data-segment=${k}>${tokenSpans(e, t, k, vocab)}</div>`)}`;
 }
 
@@ -451,7 +467,12 @@ function agentFacts(e: ViewEpisode): TemplateResult {
     ${parts.length > 0 ? html`<table class="grade"><thead><tr><th>reward part (reward.parts)</th><th class="num">value</th></tr></thead><tbody>${parts.map(([k, v]) => html`<tr data-part=${k}><td>${k}</td><td class="num">${fmt(v)}</td></tr>`)}</tbody></table>` : nothing}`;
 }
 
-function episodeDetail(e: ViewEpisode, vocab: Record<string, string>, compact = false): TemplateResult {
+/**
+ * One episode: facts, reward and grader tables, turns / tokens.
+ * @param compact the Compare view's narrower form (turns only)
+ * @param evaluation the episode is from an evaluation file (`samples/eval-*`): sampled, never trained on
+ */
+function episodeDetail(e: ViewEpisode, vocab: Record<string, string>, compact = false, evaluation = compact): TemplateResult {
   return html`<div class="episode-detail" data-detail=${e.index}>
     <h3>${e.task} <span class="badge ${e.outcome}">${e.outcome}</span> <span class="muted">${e.kind}${e.known === undefined ? "" : e.known ? " · known" : " · unknown"}</span></h3>
     <p><b>question</b> ${e.question || html`<span class="muted">${e.agent !== undefined ? "not written (rollouts.jsonl)" : "–"}</span>`}<br />${e.agent !== undefined && e.gold.length === 0 ? nothing : html`<b>gold</b> ${e.gold.join(" | ") || "–"}<br />`}<b>answer</b> ${answerOf(e)}<br />
@@ -459,7 +480,7 @@ function episodeDetail(e: ViewEpisode, vocab: Record<string, string>, compact = 
       ? html`<b>reward</b> ${fmt(e.reward?.total)} · <b>advantage</b> ${e.advantage === null ? html`<span class="muted" title=${e.advantageNote ?? ""}>n/a — ${e.advantageNote ?? ""}</span>` : html`${fmt(e.advantage)} <span class="muted">(${e.advantageSource === "recomputed" ? e.advantageNote : "from the trainer"})</span>`}`
       : html`<span class="muted">evaluation episode: no reward, no advantage (outcome by EM against the gold answers)</span>`}</p>
     ${e.agent !== undefined ? agentFacts(e) : nothing}
-    ${compact ? turnsView(e) : nothing}
+    ${compact ? turnsView(e, evaluation) : nothing}
     ${e.agent !== undefined ? nothing : html`${e.reward !== null || !compact ? html`<h3>Reward, term by term</h3>${rewardTable(e)}` : nothing}
     ${e.grade !== undefined || !compact ? html`<h3>Grader</h3>${gradeTable(e)}` : nothing}`}
     ${compact
@@ -468,7 +489,7 @@ function episodeDetail(e: ViewEpisode, vocab: Record<string, string>, compact = 
             <button class=${state.tab === "turns" ? "active" : ""} data-tab="turns" @click=${() => set({ tab: "turns" })}>turns</button>
             <button class=${state.tab === "tokens" ? "active" : ""} data-tab="tokens" @click=${() => set({ tab: "tokens" })}>tokens</button>
           </div>
-          ${state.tab === "turns" ? turnsView(e) : tokensView(e, vocab)}`}
+          ${state.tab === "turns" ? turnsView(e, evaluation) : tokensView(e, vocab, evaluation)}`}
   </div>`;
 }
 
@@ -524,12 +545,13 @@ async function trajectoriesView(): Promise<[TemplateResult, TemplateResult]> {
       ${episodes.some((e) => e.advantageSource === "recomputed") ? html` · * advantage recomputed from the group's rewards (hover for why)` : nothing}
       ${episodes.some((e) => e.advantageSource === "file") ? html` · advantages from the trainer` : nothing}</p>
     ${payload?.note ? html`<p class="muted" data-note>${payload.note}</p>` : nothing}
+    ${payload?.damagedLines ? html`<p class="warn" data-damaged>${payload.damagedLines} line(s) of this file are not JSON (a damaged or hand-edited file): skipped</p>` : nothing}
     <div class="traj"><div>
     <table class="episodes">
       <thead><tr>${isEval ? nothing : html`<th class="num">group</th><th class="num">member</th>`}<th>outcome</th><th class="num">reward</th>${isEval ? nothing : html`<th class="num">advantage</th>`}<th class="num">calls</th><th class="num">turns</th><th>kind</th><th>question</th><th>answer</th></tr></thead>
       <tbody>${episodes.map((e, i) => episodeRow(e, e.index === state.ep, i === 0 || episodes[i - 1].group !== e.group, isEval, () => set({ ep: e.index })))}</tbody>
     </table>
-    </div><div>${selected !== null ? episodeDetail(selected, payload?.vocab ?? {}) : html`<p class="muted">Click an episode to see its turns, tokens and reward.</p>`}</div></div>`;
+    </div><div>${selected !== null ? episodeDetail(selected, payload?.vocab ?? {}, false, isEval) : html`<p class="muted">Click an episode to see its turns, tokens and reward.</p>`}</div></div>`;
   return [aside, content];
 }
 
