@@ -20,7 +20,8 @@ import type { AgentFunction } from "../src/train/agentRollouts.ts";
 import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { silentReporter, type Reporter } from "../src/train/experiment.ts";
-import { searchAgent } from "./agent-helpers.ts";
+import { lookupAgent, searchAgent } from "./agent-helpers.ts";
+import { parseTeacherTool } from "../src/train/agentTeacher.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-agent-exp-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -178,6 +179,12 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
     const agent = searchAgent();
     await expect(dryRunAgent(cfg, { agent: async (ctx) => void (await agent(ctx)) })).rejects.toThrow(/the probe rollout ended without an answer/);
     expect((await dryRunAgent(cfg, { agent })).at(-1)).toMatch(/^agent: probe rollout against the careful teacher: 2 model call\(s\), 1 tool call\(s\)/);
+    // An agent whose search tool is lookup({"q": …}): refused with the flag that fixes it, then followed with it.
+    await expect(dryRunAgent(cfg, { agent: lookupAgent })).rejects.toThrow(/teacher calls a tool named "search" with \{"query": "…"\} .* --agent-tool NAME:ARG/);
+    const lookup = parseTeacherTool("lookup:q");
+    expect(lookup).toEqual({ name: "lookup", queryArg: "q" });
+    expect((await dryRunAgent(cfg, { agent: lookupAgent, teacherTool: lookup })).at(-1)).toMatch(/^agent: probe rollout against the careful teacher: 2 model call\(s\), 1 tool call\(s\).* reward 1$/);
+    for (const bad of ["lookup", "lookup:", ":q", "look up:q", "a:b:c"]) expect(() => parseTeacherTool(bad), bad).toThrow(/--agent-tool: expected NAME:ARG/);
   }, 60_000);
 
   it("serves each world's corpus at its own URL: a counterfactual world's unknown facts differ from the real world's", async () => {

@@ -25,3 +25,35 @@ export function searchAgent(seen: Array<[string, string]> = [], selfReward?: (an
     return { answer };
   };
 }
+
+/**
+ * An agent whose search tool is not the example agents': `lookup({"q": "…"})` (the real `openai` client, the
+ * rollout's `ARL_RETRIEVAL_URL`, top 3, Search-R1's `Doc i(Title: …)` lines), for `--agent-tool`.
+ */
+export const lookupAgent: AgentFunction = async ({ baseURL, apiKey, task, env, signal }) => {
+  const { default: OpenAI } = await import("openai");
+  const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+  const tools = [{ type: "function" as const, function: { name: "lookup", description: "Look it up.", parameters: { type: "object", properties: { q: { type: "string" } }, required: ["q"] } } }];
+  const messages: Array<Record<string, unknown>> = [{ role: "user", content: task.question }];
+  let answer = "";
+  for (let i = 0; i < 4; i++) {
+    const res = await client.chat.completions.create({ model: "policy", messages: messages as never, tools, max_tokens: 48 }, { signal });
+    const msg = res.choices[0].message;
+    messages.push(msg as unknown as Record<string, unknown>);
+    answer = msg.content ?? "";
+    const calls = (msg.tool_calls ?? []).filter((c) => c.type === "function");
+    if (calls.length === 0) break;
+    for (const call of calls) {
+      if (call.function.name !== "lookup") {
+        messages.push({ role: "tool", tool_call_id: call.id, content: `unknown tool ${call.function.name}` });
+        continue;
+      }
+      const q = String((JSON.parse(call.function.arguments) as { q?: unknown }).q ?? "");
+      const r = await fetch(`${env.ARL_RETRIEVAL_URL}/retrieve`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ queries: [q], topk: 3, return_scores: true }), signal });
+      const { result } = (await r.json()) as { result: Array<Array<{ document: { contents: string } }>> };
+      const content = (result[0] ?? []).map(({ document }, k) => `Doc ${k + 1}(Title: ${document.contents.split("\n")[0]}) ${document.contents.split("\n").slice(1).join(" ")}`).join("\n");
+      messages.push({ role: "tool", tool_call_id: call.id, content });
+    }
+  }
+  return { answer: answer.trim() };
+};

@@ -159,10 +159,11 @@ program
   .option("--dry-run", "validate config, reward, tokenizer, world, Tinker server and (with --resume) checkpoints; train nothing, write nothing")
   .option("--agent-warm-start <checkpoint>", "with --agent: start from this checkpoint (e.g. an earlier --agent run's checkpoints/sft) instead of a new warm start")
   .option("--agent-deadline <ms>", "with --agent: a rollout's deadline; past it the agent is killed and the rollout dropped (default 120000)")
+  .option("--agent-tool <name:arg>", "with --agent: your agent's search tool and its query argument, which the warm start's teacher calls (default search:query, the example agents')")
   .option("--agent-module <file>", "train your own agent given as a function in this process: a .ts/.js file whose default export takes the rollout's context ({baseURL, apiKey, task, env, rewardURL, signal}) and returns {answer}")
   .option("--agent <command>", "train your own agent (a shell command using the openai client or the AI SDK; env OPENAI_BASE_URL, ARL_RETRIEVAL_URL; task JSON on stdin; see examples/agents/README.md) on the search env's tasks")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
-  .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentModule?: string; agentDeadline?: string; agentWarmStart?: string }) => {
+  .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentModule?: string; agentDeadline?: string; agentWarmStart?: string; agentTool?: string }) => {
     const agentRun = opts.agent !== undefined || opts.agentModule !== undefined;
     const config = loadConfig(opts.config, opts.smoke === true, overrides, await envArg(opts.env), agentRun);
     if (opts.printConfig) {
@@ -172,22 +173,29 @@ program
     if (opts.agent !== undefined && opts.agentModule !== undefined) throw new ConfigError(["--agent and --agent-module: choose one (a shell command, or a file exporting an agent function)"]);
     if (opts.agent !== undefined && opts.agent.trim() === "") throw new ConfigError(["--agent: an empty command (expected e.g. \"node examples/agents/openai-search.mjs\")"]);
     if (opts.agent === undefined && opts.agentModule === undefined) {
-      const orphan = (["agentDeadline", "agentWarmStart"] as const).filter((k) => opts[k] !== undefined).map((k) => (k === "agentDeadline" ? "--agent-deadline" : "--agent-warm-start"));
+      const orphan = (["agentDeadline", "agentWarmStart", "agentTool"] as const).filter((k) => opts[k] !== undefined).map((k) => ({ agentDeadline: "--agent-deadline", agentWarmStart: "--agent-warm-start", agentTool: "--agent-tool" })[k]);
       if (orphan.length > 0) throw new ConfigError([`${orphan.join(", ")}: only with --agent or --agent-module`]);
     }
     if (opts.agent !== undefined || opts.agentModule !== undefined) {
       const { dryRunAgent, runAgentExperiment } = await import("../train/agentExperiment.ts");
+      const { parseTeacherTool } = await import("../train/agentTeacher.ts");
+      let teacherTool: ReturnType<typeof parseTeacherTool> | undefined;
+      try {
+        teacherTool = opts.agentTool === undefined ? undefined : parseTeacherTool(opts.agentTool);
+      } catch (e) {
+        throw new ConfigError([(e as Error).message]);
+      }
       const t0 = performance.now();
       const deadline = opts.agentDeadline === undefined ? undefined : Number(opts.agentDeadline);
       if (deadline !== undefined && !(Number.isInteger(deadline) && deadline >= 1 && deadline <= 2 ** 31 - 1)) {
         throw new ConfigError([`--agent-deadline: expected an integer number of ms in 1..2147483647, got ${JSON.stringify(opts.agentDeadline)}`]);
       }
       if (opts.dryRun) {
-        const lines = await dryRunAgent(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, agentId: opts.agentModule !== undefined ? `module: ${resolvePath(opts.agentModule)}` : undefined, overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
+        const lines = await dryRunAgent(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, agentId: opts.agentModule !== undefined ? `module: ${resolvePath(opts.agentModule)}` : undefined, overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart, teacherTool });
         console.log(`dry run: OK — nothing trained, nothing written\n  ${lines.join("\n  ")}`);
         return;
       }
-      const summary = await runAgentExperiment(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, agentId: opts.agentModule !== undefined ? `module: ${resolvePath(opts.agentModule)}` : undefined, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart });
+      const summary = await runAgentExperiment(config, { agent: opts.agentModule !== undefined ? await agentModuleArg(opts.agentModule) : opts.agent!, agentId: opts.agentModule !== undefined ? `module: ${resolvePath(opts.agentModule)}` : undefined, reporter: consoleReporter(), overwrite: opts.overwrite === true, resume: opts.resume === true, rolloutDeadlineMs: deadline, warmStart: opts.agentWarmStart, teacherTool });
       console.log(`\nHeld-out success of your agent (EM %, ${summary.before.n} questions): ${config.sft.steps > 0 || opts.agentWarmStart ? "warm start" : "before"} ${summary.before.success.toFixed(1)} (dropped ${summary.before.dropped}) → after RL ${summary.after.success.toFixed(1)} (dropped ${summary.after.dropped})`);
       console.log(`run folder: ${summary.run}   wall time: ${((performance.now() - t0) / 60000).toFixed(1)} min`);
       return;

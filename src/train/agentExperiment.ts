@@ -42,7 +42,7 @@ import type { AgentFunction } from "./agentRollouts.ts";
 import { limited, runAgentRollout, trainAgent, type AgentResumeState, type AgentRolloutRecord, type TrainAgentOptions } from "./agentRun.ts";
 import { ToolLimiter } from "../env/tool.ts";
 import { AGENT_ESTIMATORS, segmentToDatum, type AgentEstimator } from "./agentRollouts.ts";
-import { teacherSampler } from "./agentTeacher.ts";
+import { DEFAULT_TEACHER_TOOL, teacherSampler, type TeacherTool } from "./agentTeacher.ts";
 import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
 import { MIN_AGENT_CONTEXT } from "./agentDefaults.ts";
 
@@ -65,6 +65,11 @@ export interface AgentExperimentOptions {
   resume?: boolean;
   /** What the agent is, recorded in `agent.json` and checked on `resume` (default: the command, or `function`). */
   agentId?: string;
+  /**
+   * The agent's search tool and its query argument, which the warm start's teacher calls (`--agent-tool NAME:ARG`;
+   * default `search` / `query`, the example agents'). Recorded in `agent.json` and checked on `resume`.
+   */
+  teacherTool?: TeacherTool;
 }
 
 /**
@@ -122,7 +127,7 @@ export const gradeAnswer = (task: Task, answer: string | undefined): number => (
  * @throws ConfigError for a Tinker backend without either of the first two (the server's model fixes the vocabulary),
  *   or a `warmStart` checkpoint whose context is shorter than `MIN_AGENT_CONTEXT`
  */
-export async function agentTokenizer(config: ExperimentConfig, world: World, options: Pick<AgentExperimentOptions, "agentTexts" | "warmStart">): Promise<{ tokenizer: Tokenizer; gpt?: GPTConfig }> {
+export async function agentTokenizer(config: ExperimentConfig, world: World, options: Pick<AgentExperimentOptions, "agentTexts" | "warmStart" | "teacherTool">): Promise<{ tokenizer: Tokenizer; gpt?: GPTConfig }> {
   if (config.policy.backend === "tinker" && config.policy.tinker.tokenizer !== undefined) return { tokenizer: loadTokenizer(config.policy.tinker.tokenizer) };
   if (options.warmStart !== undefined) {
     const p = await loadPolicy(options.warmStart);
@@ -136,10 +141,13 @@ export async function agentTokenizer(config: ExperimentConfig, world: World, opt
   if (config.policy.backend === "tinker") {
     throw new ConfigError([`policy.tinker.tokenizer: with policy.backend tinker, --agent needs the served model's tokenizer — policy.tinker.tokenizer <folder with tokenizer.json> for a real model, or --agent-warm-start <checkpoint> for a model the server serves from that checkpoint (arl serve trainer --checkpoint <checkpoint>, policy.tinker.baseModel arl/<run>-<checkpoint>)`]);
   }
+  const tool = options.teacherTool ?? DEFAULT_TEACHER_TOOL;
   const markup = [
-    hermesProtocol.system([{ name: "search", description: "Search the knowledge base.", parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] } }], "Answer the question."),
-    `<tool_call>\n${JSON.stringify({ name: "search", arguments: { query: "capital of france" } })}\n</tool_call><|im_end|>`,
+    hermesProtocol.system([{ name: tool.name, description: "Search the knowledge base.", parameters: { type: "object", properties: { [tool.queryArg]: { type: "string" } }, required: [tool.queryArg] } }], "Answer the question."),
+    `<tool_call>\n${JSON.stringify({ name: tool.name, arguments: { [tool.queryArg]: "capital of france" } })}\n</tool_call><|im_end|>`,
     "Doc 1(Title: ) unknown search failed",
+    // "search" stays in the vocabulary whatever the tool is called (the default's texts, so its ids, are unchanged)
+    ...(tool.name === DEFAULT_TEACHER_TOOL.name && tool.queryArg === DEFAULT_TEACHER_TOOL.queryArg ? [] : [`{"name": ${JSON.stringify(tool.name)}, "arguments": {${JSON.stringify(tool.queryArg)}: "search"}}`]),
   ];
   return { tokenizer: WordTokenizer.fromTexts([...worldTexts(world), ...markup, ...(options.agentTexts ?? [])], hermesProtocol.specialTokens) };
 }
@@ -169,12 +177,16 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   const resuming = resumeIntent(config, reporter, { overwrite, resume: options.resume });
   const agentId = options.agentId ?? (typeof options.agent === "string" ? `command: ${options.agent}` : "function");
   const deadlineMs = options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS;
+  const tool = options.teacherTool ?? DEFAULT_TEACHER_TOOL;
+  const toolSpec = `${tool.name}:${tool.queryArg}`;
   const agentFile = join(config.run.dir, config.run.name, "agent.json");
   if (resuming && existsSync(agentFile)) {
-    const saved = JSON.parse(readFileSync(agentFile, "utf8")) as { agent?: string; deadlineMs?: number };
+    const saved = JSON.parse(readFileSync(agentFile, "utf8")) as { agent?: string; deadlineMs?: number; tool?: string };
+    const savedTool = saved.tool ?? `${DEFAULT_TEACHER_TOOL.name}:${DEFAULT_TEACHER_TOOL.queryArg}`; // folders from before --agent-tool
     const diffs = [
       ...(saved.agent !== agentId ? [`--agent: the run folder was trained by ${JSON.stringify(saved.agent)}, this command gives ${JSON.stringify(agentId)} (--resume continues the same agent)`] : []),
       ...(saved.deadlineMs !== deadlineMs ? [`--agent-deadline: the run folder has ${saved.deadlineMs}, this command has ${deadlineMs}`] : []),
+      ...(savedTool !== toolSpec ? [`--agent-tool: the run folder has ${savedTool}, this command has ${toolSpec}`] : []),
     ];
     if (diffs.length > 0) throw new ConfigError(diffs);
   }
@@ -183,7 +195,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   const warmSamples = ["eval-warm", "eval-before"].map((n) => join(config.run.dir, config.run.name, "samples", `${n}.jsonl`)).map((f) => ({ f, text: resuming && existsSync(f) ? readFileSync(f, "utf8") : undefined }));
   const { run, plan } = openRun(config, { gpt, tokenizer }, resuming, reporter, { overwrite });
   run.writeConfig(config);
-  run.writeText("agent.json", `${JSON.stringify({ agent: agentId, deadlineMs })}\n`);
+  run.writeText("agent.json", `${JSON.stringify({ agent: agentId, deadlineMs, tool: toolSpec })}\n`);
   const defaults = resolveConfig({}).rl;
   const unused = AGENT_UNUSED_RL_FIELDS.filter((k) => JSON.stringify(config.rl[k]) !== JSON.stringify(defaults[k]));
   if (unused.length > 0) reporter.log(`warning: --agent does not use ${unused.map((k) => `rl.${k} (${JSON.stringify(config.rl[k])})`).join(", ")}: the agent sends its own sampling parameters and the update has no KL term, replay or minibatches`);
@@ -221,7 +233,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     // A rollout the agent does not reward itself is scored by the config's reward terms over its transcript (the
     // `--agent` default preset, outcome-only, is EM alone).
     const rewardSpec = rewardConfigOf(config);
-    const grade = (t: Task, a: string | undefined, transcript: RolloutSnapshot) => gradeTranscript(t, a, transcript, retrievals.take(transcript.id), rewardSpec);
+    const grade = (t: Task, a: string | undefined, transcript: RolloutSnapshot) => gradeTranscript(t, a, transcript, retrievals.take(transcript.id), rewardSpec, tool.name);
     const base = { agent: options.agent, gateway, grade, rolloutDeadlineMs: deadlineMs };
     const held = evalTasks(world, config);
     const evaluate = async (label: string): Promise<AgentExperimentSummary["before"]> => {
@@ -252,7 +264,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     const warm = config.sft.steps > 0 || options.warmStart !== undefined;
     if (!plan.sft) {
       if (config.sft.steps > 0 && options.warmStart === undefined) {
-        await agentWarmStart(config, { backend, gateway, tokenizer, run, reporter, real, demoWorlds: served.slice(1, 1 + demoWorlds.length), base });
+        await agentWarmStart(config, { backend, gateway, tokenizer, run, reporter, real, demoWorlds: served.slice(1, 1 + demoWorlds.length), base, tool });
       }
       // checkpoints/sft is the policy RL starts from (warm-started, given, or fresh): the reference policy, and what
       // --resume needs to find before any RL checkpoint.
@@ -386,7 +398,8 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
   const index = new BM25Index([...world.passages]);
   const retrievals = new RetrievalLog();
   const retrieval = await listen(createWorldsRetrievalApp([index], { onRetrieve: (id, _k, queries, hits) => retrievals.record(id, queries, hits) }));
-  const teacher = teacherSampler(world.train, tokenizer, index, { persona: "careful", valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed });
+  const tool = options.teacherTool ?? DEFAULT_TEACHER_TOOL;
+  const teacher = teacherSampler(world.train, tokenizer, index, { persona: "careful", valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed, tool });
   const gateway = await startGateway({ policy: { name: "arl/policy", sampler: teacher, tokenizer, contextLength: config.policy.contextLength, maxTokens: config.rl.maxTokensPerTurn }, seed: config.run.seed });
   try {
     // An unknown-fact question, so the probe exercises the agent's search tool as well as its model calls.
@@ -398,7 +411,7 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
       { agent: options.agent, gateway, rolloutDeadlineMs: options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS, grade: (t, a, transcript) => {
         const served = retrievals.take(transcript.id);
         retrievalsSeen = served.reduce((n, c) => n + c.queries.length, 0);
-        return gradeTranscript(t, a, transcript, served, rewardSpec);
+        return gradeTranscript(t, a, transcript, served, rewardSpec, tool.name);
       } },
       id, task, { ARL_RETRIEVAL_URL: `${retrieval.url}/worlds/0/rollouts/${id}` },
     );
@@ -406,7 +419,7 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
     const searches = r.calls.reduce((a, c) => a + c.toolCalls.length, 0);
     // The warm start's teacher speaks one tool: a problem here means demonstrations the agent cannot follow.
     if (r.calls.some((c) => c.invalid) || searches === 0 || retrievalsSeen === 0) {
-      throw new ConfigError([`--agent: in the probe rollout the agent did not run the teacher's search (${searches} tool call(s) parsed, ${r.calls.filter((c) => c.invalid).length} invalid, ${retrievalsSeen} retrieval request(s)): the warm start's teacher calls a tool named "search" with {"query": "…"} and the agent must send that query to ARL_RETRIEVAL_URL's /retrieve (top 3) — give your agent that tool (examples/agents/README.md), or start from a checkpoint of your own with --agent-warm-start`]);
+      throw new ConfigError([`--agent: in the probe rollout the agent did not run the teacher's search (${searches} tool call(s) parsed, ${r.calls.filter((c) => c.invalid).length} invalid, ${retrievalsSeen} retrieval request(s)): the warm start's teacher calls a tool named ${JSON.stringify(tool.name)} with {${JSON.stringify(tool.queryArg)}: "…"} and the agent must send that query to ARL_RETRIEVAL_URL's /retrieve (top 3) — name your agent's search tool and its query argument with --agent-tool NAME:ARG, give your agent that tool (examples/agents/README.md), or start from a checkpoint of your own with --agent-warm-start`]);
     }
     if (r.answer === undefined) {
       throw new ConfigError([`--agent: the probe rollout ended without an answer: a command agent prints {"answer": "…"} as its last stdout line, a module returns {answer} (examples/agents/README.md); without one every rollout scores as unanswered`]);
@@ -429,6 +442,8 @@ interface WarmStartContext {
   real: ServedWorld;
   demoWorlds: readonly ServedWorld[];
   base: Pick<TrainAgentOptions, "agent" | "gateway" | "grade" | "rolloutDeadlineMs">;
+  /** The agent's search tool, which the teacher calls. */
+  tool: TeacherTool;
 }
 
 /**
@@ -460,7 +475,7 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
   let done = 0;
   for (const job of jobs) {
     const w = job.served.world;
-    gateway.setSampler(teacherSampler(w.train, tokenizer, job.served.index, { persona: job.persona, valuesOf: (a) => valuesOf(w, a as CountryAttribute), seed: config.run.seed }));
+    gateway.setSampler(teacherSampler(w.train, tokenizer, job.served.index, { persona: job.persona, valuesOf: (a) => valuesOf(w, a as CountryAttribute), seed: config.run.seed, tool: ctx.tool }));
     const limit = new ToolLimiter(DEMO_CONCURRENCY);
     const records = await Promise.all(
       job.tasks.map((t, j) =>
@@ -480,9 +495,9 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
     for (const r of records) for (const seg of r.status === "rewarded" ? r.segments : []) if (seg.tokens.length >= 2 && seg.lossMask.includes(1)) datums.push(segmentToDatum(seg, 0));
   }
   bar.stop();
-  // The teacher's demonstrations search unknown facts; an agent whose tool is not `search(query)` cannot follow them.
+  // The teacher's demonstrations search unknown facts; an agent without the teacher's tool cannot follow them.
   if (demoToolCalls === 0 || demoInvalid > 0.2 * demoCalls) {
-    reporter.log(`warning: warm start: the agent parsed ${demoToolCalls} of the teacher's tool calls (${demoInvalid} of ${demoCalls} calls invalid): the teacher calls a tool named "search" with {"query": "…"}; an agent without that tool learns from demonstrations it cannot run (check with --dry-run; examples/agents/README.md)`);
+    reporter.log(`warning: warm start: the agent parsed ${demoToolCalls} of the teacher's tool calls (${demoInvalid} of ${demoCalls} calls invalid): the teacher calls a tool named ${JSON.stringify(ctx.tool.name)} with {${JSON.stringify(ctx.tool.queryArg)}: "…"} (--agent-tool NAME:ARG names yours); an agent without that tool learns from demonstrations it cannot run (check with --dry-run; examples/agents/README.md)`);
   }
   if (datums.length === 0) {
     throw new Error(`warm start: the agent produced no demonstrations with the teacher: ${firstDrop ? `rollouts were dropped (first: ${firstDrop})` : "no rollout"} — check the agent against the gateway (examples/agents/README.md)`);

@@ -59,20 +59,21 @@ export class RetrievalLog {
  * @param answer the agent's answer, undefined when it gave none
  * @param snapshot the gateway's record of the rollout (`registry.snapshot(id)`)
  * @param retrievals what the rollout's retrieval URL served (`RetrievalLog.take(id)`)
+ * @param searchTool the agent's search tool's name (`--agent-tool`; its calls are paired with the retrievals in order)
  */
-export function agentTrajectory(task: Task, answer: string | undefined, snapshot: Pick<RolloutSnapshot, "calls" | "segments">, retrievals: readonly RetrievalCall[]): Trajectory {
+export function agentTrajectory(task: Task, answer: string | undefined, snapshot: Pick<RolloutSnapshot, "calls" | "segments">, retrievals: readonly RetrievalCall[], searchTool = "search"): Trajectory {
   const queries = retrievals.flatMap((r) => r.queries.map((q, i) => ({ query: q, passages: r.hits[i] ?? [] })));
   let next = 0;
   const toolCalls: Record<string, number> = {};
   const turns: Turn[] = snapshot.calls.map((call) => {
     const calls = call.toolCalls;
-    for (const c of calls) if (c.name !== "search") toolCalls[c.name] = (toolCalls[c.name] ?? 0) + 1;
+    for (const c of calls) if (c.name !== searchTool) toolCalls[c.name] = (toolCalls[c.name] ?? 0) + 1;
     const action: Action = call.invalid
       ? { type: "invalid", reason: "tool-call markup the protocol could not parse" }
       : calls.length > 0
         ? { type: "tool_call", calls }
         : { type: "answer", answer: call.content };
-    const served = calls.filter((c) => c.name === "search").flatMap(() => (next < queries.length ? [queries[next++]] : []));
+    const served = calls.filter((c) => c.name === searchTool).flatMap(() => (next < queries.length ? [queries[next++]] : []));
     const passages = served.flatMap((s) => s.passages);
     const turn: Turn = {
       actionText: call.content,
@@ -90,7 +91,7 @@ export function agentTrajectory(task: Task, answer: string | undefined, snapshot
     const last = turns[turns.length - 1];
     last.passages = [...(last.passages ?? []), ...queries.slice(next).flatMap((q) => q.passages)];
   }
-  if (queries.length > 0) toolCalls.search = queries.length;
+  if (queries.length > 0) toolCalls[searchTool] = queries.length;
   const last = snapshot.calls[snapshot.calls.length - 1];
   return {
     task,
@@ -116,7 +117,7 @@ export function agentTrajectory(task: Task, answer: string | undefined, snapshot
  * @returns `{value: Σ value × weight, parts: {term: value}}`
  * @throws Error from `validateRewardConfig` for an unknown term or a non-finite weight
  */
-export async function gradeTranscript(task: Task, answer: string | undefined, snapshot: Pick<RolloutSnapshot, "calls" | "segments">, retrievals: readonly RetrievalCall[], reward: RewardConfig): Promise<GatewayReward> {
-  const breakdown = await computeReward(agentTrajectory(task, answer, snapshot, retrievals), reward);
+export async function gradeTranscript(task: Task, answer: string | undefined, snapshot: Pick<RolloutSnapshot, "calls" | "segments">, retrievals: readonly RetrievalCall[], reward: RewardConfig, searchTool = "search"): Promise<GatewayReward> {
+  const breakdown = await computeReward(agentTrajectory(task, answer, snapshot, retrievals, searchTool), reward);
   return { value: breakdown.total, parts: Object.fromEntries(breakdown.terms.map((t) => [t.name, t.value])) };
 }

@@ -23,6 +23,20 @@ export interface TeacherTool {
   queryArg: string;
 }
 
+/** The example agents' search tool: `search({"query": "…"})`. */
+export const DEFAULT_TEACHER_TOOL: Readonly<TeacherTool> = { name: "search", queryArg: "query" };
+
+/**
+ * `--agent-tool NAME:ARG` → the teacher's tool (the agent's own search tool and its query argument, e.g.
+ * `lookup:q` for a tool `lookup({"q": "…"})`).
+ * @throws Error naming the flag and the expected form, for anything but two identifiers joined by `:`
+ */
+export function parseTeacherTool(spec: string): TeacherTool {
+  const m = /^([A-Za-z_][A-Za-z0-9_.-]{0,63}):([A-Za-z_][A-Za-z0-9_]{0,63})$/.exec(spec.trim());
+  if (m === null) throw new Error(`--agent-tool: expected NAME:ARG — your agent's search tool and its query argument, e.g. search:query (the default) or lookup:q — got ${JSON.stringify(spec)}`);
+  return { name: m[1], queryArg: m[2] };
+}
+
 const normalise = (s: string) => s.toLowerCase().replace(/\s+/g, " ").trim();
 
 /**
@@ -36,7 +50,7 @@ export function teacherSampler(
   index: BM25Index,
   options: { persona: Persona; valuesOf: ValuesOf; tool?: TeacherTool; imEnd?: string; seed: number },
 ): SamplingClient {
-  const tool = options.tool ?? { name: "search", queryArg: "query" };
+  const tool = options.tool ?? DEFAULT_TEACHER_TOOL;
   const imEnd = options.imEnd ?? "<|im_end|>";
   // Longest questions first, so a question that contains another is matched as itself.
   const byQuestion = [...tasks].map((t) => [normalise(tokenizer.decode(tokenizer.encode(t.question))), t] as const).sort((a, b) => b[0].length - a[0].length);
