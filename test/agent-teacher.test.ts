@@ -42,4 +42,13 @@ describe("teacherSampler", () => {
   it("refuses a prompt that holds no task's question", async () => {
     await expect(teacher("careful").sample(tok.encode(user("what is this")), opts)).rejects.toThrow(/none of the tasks' questions/);
   });
+
+  it("knows a rollout's task from its id, so an agent may word the question its own way", async () => {
+    const byId = teacherSampler(world.train, tok, index, { persona: "careful", valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: 0, taskOf: (id) => (id === "r1" ? known : undefined) });
+    const reworded = tok.encode(user("tell me about it"));
+    expect(tok.decode((await byId.sample(reworded, { ...opts, rolloutId: "r1" }))[0].tokens).trim()).toBe(`${known.answers[0]} <|im_end|>`);
+    await expect(byId.sample(reworded, { ...opts, rolloutId: "r2" })).rejects.toThrow(/rollout r2 is not one of the teacher's, and the prompt holds none of the tasks' questions/);
+    // an id it does not know, with the question in the prompt: found by the question, as before
+    expect((await byId.sample(tok.encode(user(unknown.question)), { ...opts, rolloutId: "r2" }))[0].tokens).toEqual((await teacher("careful").sample(tok.encode(user(unknown.question)), opts))[0].tokens);
+  });
 });

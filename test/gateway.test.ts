@@ -171,6 +171,7 @@ describe("the gateway with the openai client (scripted sampler)", () => {
     expect(second.choices[0].message.content).toBe(`The weather in Paris: ${weatherOf("Paris")}.`);
     expect(second.choices[0].message.tool_calls).toBeUndefined();
     const sampled1 = scripted.returned[scripted.returned.length - 1];
+    expect([sampled0.options.rolloutId, sampled1.options.rolloutId]).toEqual(["r1", "r1"]); // the sampler knows the call's rollout
 
     // The transcript a trainer would grade: the latest request's messages and the turn it returned.
     const snap = gw.registry.snapshot("r1");

@@ -438,6 +438,7 @@ export function gatewayApp(options: GatewayOptions): Gateway {
           stop: stops.ids,
           ...(stops.samplerStrings ? { stopStrings: stops.samplerStrings } : {}),
           seed,
+          ...(ticket ? { rolloutId: ticket.rolloutId } : {}),
         }),
         limit,
         limit < callTimeout ? "sampling (bounded by the rollout's deadline)" : "sampling",

@@ -70,6 +70,11 @@ export interface SampleOptions {
   stopStrings?: string[];
   /** Seed of this call's sampling randomness; the same seed and prompt give the same tokens. */
   seed: number;
+  /**
+   * The gateway rollout this call belongs to (`/rollout/<id>/v1`), when it belongs to one. Policies ignore it; a
+   * scripted teacher (src/train/agentTeacher.ts) uses it to know its task without reading the prompt.
+   */
+  rolloutId?: string;
 }
 
 /** One sampled continuation. `tokens` and `logprobs` are `[new]`; logprobs in nats at temperature 1 of the

@@ -399,12 +399,12 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
   const retrievals = new RetrievalLog();
   const retrieval = await listen(createWorldsRetrievalApp([index], { onRetrieve: (id, _k, queries, hits) => retrievals.record(id, queries, hits) }));
   const tool = options.teacherTool ?? DEFAULT_TEACHER_TOOL;
-  const teacher = teacherSampler(world.train, tokenizer, index, { persona: "careful", valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed, tool });
+  // An unknown-fact question, so the probe exercises the agent's search tool as well as its model calls.
+  const task = world.train.find((t) => t.known === false) ?? world.train[0];
+  const id = `dry-run-${config.run.seed}`;
+  const teacher = teacherSampler(world.train, tokenizer, index, { persona: "careful", valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: config.run.seed, tool, taskOf: (r) => (r === id ? task : undefined) });
   const gateway = await startGateway({ policy: { name: "arl/policy", sampler: teacher, tokenizer, contextLength: config.policy.contextLength, maxTokens: config.rl.maxTokensPerTurn }, seed: config.run.seed });
   try {
-    // An unknown-fact question, so the probe exercises the agent's search tool as well as its model calls.
-    const task = world.train.find((t) => t.known === false) ?? world.train[0];
-    const id = `dry-run-${config.run.seed}`;
     const rewardSpec = rewardConfigOf(config);
     let retrievalsSeen = 0;
     const r = await runAgentRollout(
@@ -475,12 +475,14 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
   let done = 0;
   for (const job of jobs) {
     const w = job.served.world;
-    gateway.setSampler(teacherSampler(w.train, tokenizer, job.served.index, { persona: job.persona, valuesOf: (a) => valuesOf(w, a as CountryAttribute), seed: config.run.seed, tool: ctx.tool }));
+    const demoId = (j: number) => `demo-${job.tag}-${config.run.seed}-${j}`;
+    const taskById = new Map(job.tasks.map((t, j) => [demoId(j), t]));
+    gateway.setSampler(teacherSampler(w.train, tokenizer, job.served.index, { persona: job.persona, valuesOf: (a) => valuesOf(w, a as CountryAttribute), seed: config.run.seed, tool: ctx.tool, taskOf: (id) => taskById.get(id) }));
     const limit = new ToolLimiter(DEMO_CONCURRENCY);
     const records = await Promise.all(
       job.tasks.map((t, j) =>
         limited(limit, async () => {
-          const r = await runAgentRollout(ctx.base, `demo-${job.tag}-${config.run.seed}-${j}`, t, job.served.env);
+          const r = await runAgentRollout(ctx.base, demoId(j), t, job.served.env);
           bar.update(++done);
           return r;
         }),

@@ -40,15 +40,17 @@ export function parseTeacherTool(spec: string): TeacherTool {
 const normalise = (s: string) => s.toLowerCase().replace(/\s+/g, " ").trim();
 
 /**
- * A sampling client that answers as `persona` would on the task whose question the prompt holds.
- * @param tasks the tasks the agent will be given (found in the prompt by their question)
- * @returns a `SamplingClient`; `sample` throws when the prompt holds no known task's question
+ * A sampling client that answers as `persona` would on the call's task: the one `taskOf` gives for the call's
+ * rollout (`SampleOptions.rolloutId`, so an agent may word the question its own way), else the task whose question
+ * the prompt holds.
+ * @param tasks the tasks the agent will be given (found in the prompt by their question when `taskOf` has none)
+ * @returns a `SamplingClient`; `sample` throws when neither finds the task
  */
 export function teacherSampler(
   tasks: readonly Task[],
   tokenizer: Tokenizer,
   index: BM25Index,
-  options: { persona: Persona; valuesOf: ValuesOf; tool?: TeacherTool; imEnd?: string; seed: number },
+  options: { persona: Persona; valuesOf: ValuesOf; tool?: TeacherTool; imEnd?: string; seed: number; taskOf?: (rolloutId: string) => Task | undefined },
 ): SamplingClient {
   const tool = options.tool ?? DEFAULT_TEACHER_TOOL;
   const imEnd = options.imEnd ?? "<|im_end|>";
@@ -57,9 +59,8 @@ export function teacherSampler(
   return {
     async sample(promptTokens: number[], opts: SampleOptions): Promise<SampledSequence[]> {
       const prompt = normalise(tokenizer.decode(promptTokens));
-      const hit = byQuestion.find(([q]) => prompt.includes(q));
-      if (!hit) throw new Error("teacher: the prompt holds none of the tasks' questions");
-      const task = hit[1];
+      const task = (opts.rolloutId !== undefined ? options.taskOf?.(opts.rolloutId) : undefined) ?? byQuestion.find(([q]) => prompt.includes(q))?.[1];
+      if (task === undefined) throw new Error(`teacher: ${opts.rolloutId !== undefined ? `rollout ${opts.rolloutId} is not one of the teacher's, and ` : ""}the prompt holds none of the tasks' questions`);
       // The turns it already took: one per tool response the agent has sent back.
       const turnIndex = (prompt.match(/<tool_response>/g) ?? []).length;
       const seed = options.seed + hashOf(task.id);
