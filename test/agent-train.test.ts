@@ -15,7 +15,7 @@ import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { hermesProtocol } from "../src/protocol/hermes.ts";
 import type { AgentFunction } from "../src/train/agentRollouts.ts";
-import { trainAgent } from "../src/train/agentRun.ts";
+import { runAgentRollout, trainAgent } from "../src/train/agentRun.ts";
 
 const weatherTool = { type: "function" as const, function: { name: "get_weather", description: "The weather of a city.", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
 const cities = ["paris", "oslo", "lima", "rome"];
@@ -96,6 +96,12 @@ describe("trainAgent: RL on an unchanged openai-client agent through the gateway
       onStep: (_s, _m, recs) => expect(recs.filter((r) => r.status === "dropped").map((r) => r.dropReason)).toEqual(["agent threw: tool backend down"]) });
     expect([m.rewarded, m.dropped]).toEqual([2, 1]);
   }, 60_000);
+
+  it("drops a rollout whose agent is still running at its deadline, saying so", async () => {
+    const stuck: AgentFunction = (ctx) => new Promise((resolve) => ctx.signal.addEventListener("abort", () => resolve({ answer: "late" }), { once: true }));
+    const r = await runAgentRollout({ agent: stuck, gateway, grade, rolloutDeadlineMs: 300 }, "stuck-1", tasks[0]);
+    expect([r.status, r.dropReason]).toEqual(["dropped", "the agent was still running at the rollout's deadline of 300 ms (aborted: ctx.signal); no reward"]);
+  });
 
   it("drops a rollout whose agent never called the model (nothing to train on; a 0 reward would still move its group's baseline)", async () => {
     let n = 0;

@@ -41,6 +41,12 @@ export interface OpenOptions {
   meta?: Record<string, unknown>;
   /** Time to be rewarded, from now (ms; default the registry's). */
   deadlineMs?: number;
+  /**
+   * The drop reason when the deadline passes while the rollout is still open (its client never said it finished),
+   * e.g. `the agent was still running at its deadline of 120000 ms (killed)`; default `no reward within its deadline
+   * of <ms> ms`.
+   */
+  openAtDeadline?: string;
 }
 
 /** Where a rollout stands. */
@@ -171,8 +177,8 @@ export class RolloutRegistry {
     const r = new Rollout(id, { ...(options.meta ?? {}) }, deadlineMs, Date.now() + deadlineMs);
     // Unref'd: a deadline never keeps a process alive by itself (the server's socket does, while it listens).
     r.timer = setTimeout(() => {
-      const why = r.status === "finished" ? "finished but not rewarded" : "no reward";
-      this.resolve(r, "dropped", undefined, `${why} within its deadline of ${deadlineMs} ms`);
+      const reason = r.status === "finished" ? `finished but not rewarded within its deadline of ${deadlineMs} ms` : (options.openAtDeadline ?? `no reward within its deadline of ${deadlineMs} ms`);
+      this.resolve(r, "dropped", undefined, reason);
     }, deadlineMs);
     r.timer.unref?.();
     this.rollouts.set(id, r);

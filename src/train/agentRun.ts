@@ -212,7 +212,8 @@ export async function runAgentRollout(
 ): Promise<AgentRolloutRecord> {
   const env = typeof worldEnv === "function" ? worldEnv(id) : worldEnv;
   const reg = options.gateway.registry;
-  reg.open(id, { meta: { taskId: task.id }, deadlineMs: options.rolloutDeadlineMs });
+  // At the deadline a still-running agent is stopped (a command's process group killed): the reason says so.
+  reg.open(id, { meta: { taskId: task.id }, deadlineMs: options.rolloutDeadlineMs, openAtDeadline: `the agent was still running at the rollout's deadline of ${options.rolloutDeadlineMs} ms (${typeof options.agent === "string" ? "killed" : "aborted: ctx.signal"}); no reward` });
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), options.rolloutDeadlineMs);
   const ctx: AgentContext = {
