@@ -101,6 +101,17 @@ describe.each(servers)("arl serve $name", ({ name, route }) => {
   }, 10_000);
 });
 
+describe("the API key is checked on the matched route", () => {
+  it("a query string or a percent-encoded path does not skip it (only GET /healthz is open)", async () => {
+    const base = running.get("openai")!.url;
+    for (const url of ["/v1/models?x=/healthz", "/v1/models?healthz", "/v1/%6dodels", "/v1/models/healthz"]) {
+      expect((await fetch(base + url)).status, url).toBe(401);
+    }
+    expect((await fetch(base + "/healthz")).status).toBe(200);
+    expect((await fetch(base + "/v1/models", { headers: auth })).status).toBe(200);
+  });
+});
+
 describe("names from requests cannot escape the server's folders", () => {
   it("rejects path traversal in checkpoint and sampler names (trainer)", async () => {
     const base = running.get("trainer")!.url + "/api/v1";

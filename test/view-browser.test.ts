@@ -307,6 +307,10 @@ describe.runIf(HAVE_CHROMIUM)("arl view in Chromium", () => {
     // answer_avoidance fires from step 2 on (detectors.jsonl) and keeps firing (the monitor replayed): steps 2–4
     expect(await page.locator("#step-scrubber").getAttribute("max")).toBe("2");
     expect(await page.locator(".badge.firing").first().textContent()).toContain("answer_avoidance");
+    // the same filter from a URL that names a step where it was not firing: the page moves to its first firing step
+    await open("view=trajectories&tsrc=smoke-a&file=step-0&detector=answer_avoidance");
+    expect(await page.locator("section.content h2").first().textContent()).toContain("RL step 2");
+    expect(await page.evaluate(() => location.hash)).toContain("file=step-2");
   });
 
   it("compares two runs on the same held-out tasks, side by side", async () => {
@@ -376,8 +380,21 @@ describe.runIf(HAVE_CHROMIUM)("arl view in Chromium", () => {
     try {
       await open("view=curves&src=smoke-a&m=reward/mean", `${locked.url}/?token=s3cret`);
       expect((await curve("reward/mean", "smoke-a")).size).toBeGreaterThan(0);
-      await open("view=curves", `${locked.url}/?nothing`);
-      expect(await page.locator("#app").textContent()).toContain("missing or wrong API key");
+      // the key leaves the address bar (a URL copied to share a view does not carry it); a reload still has it
+      expect(page.url()).not.toContain("s3cret");
+      expect(page.url()).toContain("#view=curves");
+      await page.reload();
+      await page.waitForFunction(() => document.body.dataset.ready !== undefined && document.body.dataset.ready !== "", null, { timeout: 45_000 });
+      expect((await curve("reward/mean", "smoke-a")).size).toBeGreaterThan(0);
+      // another tab without it cannot read, and says why
+      const other = await browser.newPage();
+      try {
+        await other.goto(`${locked.url}/#view=curves`);
+        await other.waitForFunction(() => document.querySelector("#app")?.textContent?.includes("API key") === true, null, { timeout: 45_000 });
+        expect(await other.locator("#app").textContent()).toContain("missing or wrong API key");
+      } finally {
+        await other.close();
+      }
     } finally {
       await locked.close();
     }

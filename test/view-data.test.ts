@@ -47,10 +47,19 @@ describe("discoverSources", () => {
     expect(refs.find((r) => r.id === "lab/composite")!.description).toBe(lab.designs.find((d) => d.name === "composite")!.description);
   });
 
-  it("names a folder that holds no run", () => {
+  it("names a folder that holds no run, and a file given for a folder", () => {
     const empty = mkdtempSync(join(tmp, "empty-"));
     expect(() => discoverSources([empty])).toThrow(/holds no run or lab/);
     expect(() => discoverSources([join(tmp, "missing")])).toThrow(/no such folder/);
+    expect(() => discoverSources([join(FIXTURES, "smoke-a", "metrics.jsonl")])).toThrow(/metrics\.jsonl: a file, not a folder \(its run folder is .*smoke-a\)/);
+  });
+
+  it("gives a folder named twice (or a run and the folder holding it) once", () => {
+    const a = join(FIXTURES, "smoke-a");
+    expect(discoverSources([a, a, `${a}/`]).map((r) => r.id)).toEqual(["smoke-a"]);
+    const ids = discoverSources([a, FIXTURES]).map((r) => r.id);
+    expect(ids.filter((id) => id.startsWith("smoke-a~"))).toEqual([]); // not smoke-a and smoke-a~2
+    expect(ids).toHaveLength(discoverSources([FIXTURES]).length);
   });
 });
 
@@ -195,6 +204,14 @@ describe("SourceReader", () => {
     expect(r.samplesOf("step-0").damagedLines).toBe(1);
     expect(r.info().damagedLines).toEqual({ "metrics.jsonl": 2, "samples/step-0.jsonl": 1 });
     expect(r.samplesOf("step-1").damagedLines).toBeUndefined();
+    // a line whose token books disagree in length (logprobs cut short, no loss mask past the prompt): each is [seq]
+    const lines = readFileSync(join(dir, "samples", "step-1.jsonl"), "utf8").split("\n").filter((l) => l !== "");
+    const first = JSON.parse(lines[0]) as { tokens: number[]; lossMask: number[]; logprobs: number[] };
+    lines[0] = JSON.stringify({ ...first, logprobs: first.logprobs.slice(0, 3), lossMask: first.lossMask.slice(0, 5) });
+    writeFileSync(join(dir, "samples", "step-1.jsonl"), lines.join("\n") + "\n");
+    const t = r.samplesOf("step-1").episodes[0].tokens!;
+    expect([t.lossMask.length, t.logprobs.length]).toEqual([first.tokens.length, first.tokens.length]);
+    expect(t.logprobs.slice(3).every((x) => x === 0) && t.lossMask.slice(5).every((x) => x === 0)).toBe(true);
   });
 });
 
@@ -427,6 +444,11 @@ describe("view server", () => {
     expect((await app.inject({ url: "/api/index", headers: { authorization: "Bearer wrong" } })).statusCode).toBe(401);
     expect((await app.inject({ url: "/api/index", headers: { authorization: "Bearer s3cret" } })).statusCode).toBe(200);
     expect((await app.inject({ url: "/api/index", headers: { "x-api-key": "s3cret" } })).statusCode).toBe(200);
+    // the route decides, not the raw URL: a percent-encoded /api/ reaches the same handlers and needs the key too
+    for (const url of ["/%61pi/index", "/%61pi/metrics?id=smoke-a", "/api/%69ndex", "/api/index?x=/healthz", "/nothing-here"]) {
+      expect((await app.inject({ url })).statusCode, url).toBe(401);
+    }
+    expect((await app.inject({ url: "/%61pi/index", headers: { authorization: "Bearer s3cret" } })).statusCode).toBe(200);
     const page = await app.inject({ url: "/?token=s3cret" });
     expect(page.statusCode).toBe(200);
     expect(page.body).not.toContain("s3cret");
@@ -463,8 +485,15 @@ describe("arl view (CLI)", () => {
     const run = join(tmp, "export-run");
     cpSync(join(FIXTURES, "smoke-a"), run, { recursive: true });
     const file = join(tmp, "one-run.html");
+    // summary.json names the run folder as written (another machine's here); and a file naming this folder itself
+    const summary = JSON.parse(readFileSync(join(run, "summary.json"), "utf8")) as { run: string; note?: string };
+    expect(summary.run).toBe("/tmp/vfix/runs/smoke-a");
+    writeFileSync(join(run, "summary.json"), JSON.stringify({ ...summary, note: `${run}/checkpoints/final` }));
     await exportView([run], file);
-    expect(readFileSync(file, "utf8")).not.toContain(tmp); // a source's path is its id, not this machine's folder
+    const exported = readFileSync(file, "utf8");
+    expect(exported).not.toContain(tmp); // a source's path is its id, not this machine's folder
+    expect(exported).not.toContain("/tmp/vfix");
+    expect(exported).toContain('"note":"export-run/checkpoints/final"');
     await exportView([run], file); // an earlier export: overwritten
     const notes = join(tmp, "notes.html");
     writeFileSync(notes, "<p>my notes</p>");

@@ -100,7 +100,8 @@ export function createApp(options: ServeOptions = {}): FastifyInstance {
   if (options.apiKey) {
     const key = options.apiKey;
     app.addHook("onRequest", async (req: FastifyRequest, reply: FastifyReply) => {
-      if (req.method === "GET" && req.url.endsWith("/healthz")) return;
+      // the matched route, not the raw URL: `/v1/models?x=/healthz` or a percent-encoded path must not pass
+      if (req.method === "GET" && req.routeOptions.url !== undefined && /(^|\/)healthz$/.test(req.routeOptions.url)) return;
       const auth = req.headers.authorization;
       const given = auth && /^bearer /i.test(auth) ? auth.slice(7).trim() : req.headers["x-api-key"];
       if (given !== key) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>)" });

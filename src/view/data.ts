@@ -6,7 +6,7 @@
  * it is whole, so a folder can be read while a run still trains.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { basename, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { grpoAdvantages } from "../algo/advantages.ts";
 import { emCheck } from "../reward/em.ts";
@@ -76,7 +76,11 @@ export function discoverSources(paths: readonly string[]): SourceRef[] {
     used.add(name);
     return name;
   };
+  // a folder given twice (runs/a runs/a ./runs/a, or a run and the folder holding it) is one source
+  const seen = new Set<string>();
   const addLab = (labPath: string): void => {
+    if (seen.has(labPath)) return;
+    seen.add(labPath);
     const labName = unique(basename(labPath));
     const descriptions = labDescriptions(labPath);
     if (existsSync(join(labPath, "metrics.jsonl"))) out.push({ id: labName, label: `${labName} (warm start)`, kind: "warm-start", lab: labName, path: labPath, labPath });
@@ -89,12 +93,17 @@ export function discoverSources(paths: readonly string[]): SourceRef[] {
     }
   };
   const addRun = (p: string): void => {
+    if (seen.has(p)) return;
+    seen.add(p);
     const id = unique(basename(p));
     out.push({ id, label: id, kind: "run", path: p });
   };
   for (const given of paths) {
     const p = resolve(given);
-    if (!isDir(p)) throw new Error(`arl view: ${given}: no such folder (give a run folder such as runs/default, a lab such as runs/lab, or a folder of them)`);
+    if (!isDir(p)) {
+      const what = existsSync(p) ? `a file, not a folder${isRunFolder(dirname(p)) ? ` (its run folder is ${dirname(given) || "."})` : ""}` : "no such folder";
+      throw new Error(`arl view: ${given}: ${what} (give a run folder such as runs/default, a lab such as runs/lab, or a folder of them)`);
+    }
     if (isLabFolder(p)) addLab(p);
     else if (isRunFolder(p)) addRun(p);
     else {
@@ -102,12 +111,12 @@ export function discoverSources(paths: readonly string[]): SourceRef[] {
         .sort()
         .map((c) => join(p, c))
         .filter(isDir);
-      const before = out.length;
+      const before = seen.size;
       for (const c of children) {
         if (isLabFolder(c)) addLab(c);
         else if (isRunFolder(c)) addRun(c);
       }
-      if (out.length === before) throw new Error(`arl view: ${given} holds no run or lab (a run folder has metrics.jsonl or config.yaml; a lab has lab.json or designs/)`);
+      if (seen.size === before && !children.some((c) => seen.has(c))) throw new Error(`arl view: ${given} holds no run or lab (a run folder has metrics.jsonl or config.yaml; a lab has lab.json or designs/)`);
     }
   }
   return out;
@@ -217,6 +226,9 @@ function sampleFiles(dir: string): SampleFileInfo[] {
 }
 
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+/** `xs` cut or padded with `fill` to `n` items (token books of one sequence are all `[seq]`). */
+const fitTo = <T>(n: number, xs: T[], fill: T): T[] => (xs.length === n ? xs : Array.from({ length: n }, (_, i) => (i < xs.length ? xs[i] : fill)));
 
 /**
  * One viewed folder: its files read lazily and cached. Every method reads the disk as it is now.
@@ -600,9 +612,10 @@ function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, setti
       const ids = (r.tokens as unknown[]).map((x) => num(x) ?? -1);
       tokens = {
         ids,
-        lossMask: (r.lossMask as unknown[]).map((x) => (x === 1 ? 1 : 0)),
-        logprobs: Array.isArray(r.logprobs) ? (r.logprobs as unknown[]).map((x) => num(x) ?? 0) : ids.map(() => 0),
-        promptLength: num(r.promptLength) ?? 0,
+        // a damaged line's books may disagree in length: every one is `[ids.length]` (missing: not trained, 0 nats)
+        lossMask: fitTo(ids.length, (r.lossMask as unknown[]).map((x) => (x === 1 ? 1 : 0)), 0),
+        logprobs: fitTo(ids.length, Array.isArray(r.logprobs) ? (r.logprobs as unknown[]).map((x) => num(x) ?? 0) : [], 0),
+        promptLength: Math.min(ids.length, Math.max(0, num(r.promptLength) ?? 0)),
       };
     }
     const toolCalls: Record<string, number> = {};
@@ -727,8 +740,8 @@ function agentEpisode(r: Record<string, unknown>, index: number, task: string, g
   for (const [k, raw] of (r.segments as Record<string, unknown>[]).entries()) {
     const ids = Array.isArray(raw?.tokens) ? (raw.tokens as unknown[]).map((x) => num(x) ?? -1) : [];
     const texts = Array.isArray(raw?.text) ? (raw.text as unknown[]).map((x) => str(x)) : [];
-    const lossMask = Array.isArray(raw?.lossMask) ? (raw.lossMask as unknown[]).map((x) => (x === 1 ? 1 : 0)) : ids.map(() => 0);
-    const logprobs = Array.isArray(raw?.logprobs) ? (raw.logprobs as unknown[]).map((x) => num(x) ?? 0) : ids.map(() => 0);
+    const lossMask = fitTo(ids.length, Array.isArray(raw?.lossMask) ? (raw.lossMask as unknown[]).map((x) => (x === 1 ? 1 : 0)) : [], 0);
+    const logprobs = fitTo(ids.length, Array.isArray(raw?.logprobs) ? (raw.logprobs as unknown[]).map((x) => num(x) ?? 0) : [], 0);
     ids.forEach((id, i) => {
       if (texts[i] !== undefined && vocab[id] === undefined) vocab[id] = texts[i];
     });

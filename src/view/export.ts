@@ -3,7 +3,7 @@
  * samples file, detector firings — so one file opens anywhere, offline, with the same views (nothing updates).
  */
 import { existsSync, openSync, readSync, closeSync, statSync, writeFileSync } from "node:fs";
-import { isAbsolute, relative, resolve, sep } from "node:path";
+import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { clientBundle } from "./bundle.ts";
 import { EXPORT_GENERATOR, exportedPage } from "./page.ts";
 import { ViewCatalog } from "./server.ts";
@@ -26,8 +26,8 @@ function head(file: string, bytes = 4096): string {
  * @param file the HTML file to write
  * @param options `force`: overwrite a file that is not an earlier export
  * @returns the number of sources and the file's size (bytes)
- * @throws Error when a path holds no run or lab, when `file` is inside a viewed folder (it would become part of the
- *   run), is a folder, or exists and is not an earlier `arl view --export` page (without `force`), or the page
+ * @throws Error when a path holds no run or lab, when `file` is inside a viewed run or lab folder (it would become part
+ *   of the run), is a folder, is in a folder that does not exist, or exists and is not an earlier `arl view --export` page (without `force`), or the page
  *   script cannot be built
  */
 export async function exportView(paths: readonly string[], file: string, options: { force?: boolean } = {}): Promise<{ sources: number; bytes: number }> {
@@ -40,6 +40,7 @@ export async function exportView(paths: readonly string[], file: string, options
       throw new Error(`--export ${file}: the file is inside the viewed folder ${r.ref.path}; write it elsewhere (e.g. --export ${r.ref.label.replace(/[^\w.-]+/g, "-")}.html)`);
     }
   }
+  if (!existsSync(dirname(target))) throw new Error(`--export ${file}: the folder ${dirname(file) || "."} does not exist; create it first or write elsewhere`);
   if (existsSync(target)) {
     if (statSync(target).isDirectory()) throw new Error(`--export ${file}: is a folder; give a file name (e.g. ${file.replace(/\/+$/, "")}/view.html)`);
     if (!options.force && !head(target).includes(`<meta name="generator" content="${EXPORT_GENERATOR}">`)) {

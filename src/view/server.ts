@@ -10,6 +10,7 @@
  * follows a run that is still training by polling `/api/index`.
  */
 import { timingSafeEqual } from "node:crypto";
+import { isAbsolute } from "node:path";
 import type { FastifyInstance } from "fastify";
 import { HttpError, createApp, listen, type RunningServer, type ServeOptions } from "../serve/http.ts";
 import { clientBundle } from "./bundle.ts";
@@ -84,7 +85,24 @@ export class ViewCatalog {
       metrics[r.ref.id] = r.metrics();
       samples[r.ref.id] = Object.fromEntries(r.sampleFiles().map((f) => [f.name, r.samplesOf(f.name)]));
     }
-    // an export is shared: each source's path is its id (relative to the viewed folders), not this machine's path
+    // an export is shared: each source's path is its id (relative to the viewed folders), and any string of the
+    // payloads that names a source's folder (summary.json's `run`, …) names it by its id, not this machine's path
+    const folders = readers.map((r) => [r.ref.path, r.ref.id] as const).sort((a, b) => b[0].length - a[0].length);
+    const relative = (v: unknown): unknown => {
+      if (typeof v === "string") {
+        for (const [abs, id] of folders) if (v === abs || v.startsWith(`${abs}/`) || v.startsWith(`${abs}\\`)) return id + v.slice(abs.length);
+        return v;
+      }
+      if (Array.isArray(v)) return v.map(relative);
+      if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, relative(x)]));
+      return v;
+    };
+    for (const id of Object.keys(metrics)) {
+      const summary = relative(metrics[id].summary);
+      // the run folder as it was when it was written (it may have moved since): its id
+      if (summary !== null && typeof summary === "object" && typeof (summary as { run?: unknown }).run === "string" && isAbsolute((summary as { run: string }).run)) (summary as { run: string }).run = id;
+      metrics[id] = { ...metrics[id], summary };
+    }
     return { index: { sources: readers.map((r) => ({ ...r.info(), path: r.ref.id })), static: true, pollMs: 0 }, metrics, samples };
   }
 }
@@ -105,8 +123,11 @@ export function createViewApp(catalog: ViewCatalog, options: ViewServerOptions =
   const app = createApp(rest); // the shared layer's own check would also lock the page and script: checked here instead
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
   if (apiKey !== undefined) {
+    // Every route but the page, its script and the probes needs the key — decided by the matched route (the raw URL
+    // could spell /api/ percent-encoded, `/%61pi/index`, and still reach it); unknown paths need it too.
+    const open = new Set(["/", "/app.js", "/healthz", "/favicon.ico"]);
     app.addHook("onRequest", async (req, reply) => {
-      if (!req.url.startsWith("/api/")) return;
+      if (req.method === "GET" && req.routeOptions.url !== undefined && open.has(req.routeOptions.url)) return;
       const auth = req.headers.authorization;
       const given = auth !== undefined && /^bearer /i.test(auth) ? auth.slice(7).trim() : req.headers["x-api-key"];
       if (typeof given !== "string" || !sameKey(given, apiKey)) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>; open the page as /?token=<key>)" });

@@ -12,9 +12,31 @@ declare global {
 }
 
 /** Where the page's data comes from. */
+/**
+ * The bearer token of `/?token=KEY`: read once, kept in this tab's sessionStorage (a reload still has it) and taken
+ * out of the address bar, so a URL copied to share a view does not carry the key.
+ */
+function takeToken(): string | null {
+  const params = new URLSearchParams(location.search);
+  const given = params.get("token");
+  let stored: string | null = null;
+  try {
+    if (given !== null) sessionStorage.setItem("arl-view-token", given);
+    stored = sessionStorage.getItem("arl-view-token");
+  } catch {
+    // no storage (an opaque origin): the URL's token for this page load only
+  }
+  if (given !== null) {
+    params.delete("token");
+    const search = params.toString();
+    history.replaceState(null, "", `${location.pathname}${search ? `?${search}` : ""}${location.hash}`);
+  }
+  return given ?? stored;
+}
+
 export class ViewApi {
   private readonly embedded: ViewBundleData | undefined = window.__ARL_VIEW_DATA__;
-  private readonly token: string | null = new URLSearchParams(location.search).get("token");
+  private readonly token: string | null = takeToken();
   private readonly metricsCache = new Map<string, { version: string; value: Promise<MetricsPayload> }>();
   private readonly samplesCache = new Map<string, { version: string; value: Promise<SamplesPayload> }>();
   private versions = new Map<string, string>();

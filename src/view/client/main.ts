@@ -501,6 +501,12 @@ async function trajectoriesView(): Promise<[TemplateResult, TemplateResult]> {
   const stepFiles = s.sampleFiles.filter((f) => f.type === "step" && (state.detector === "" || (detectorSteps[state.detector] ?? []).includes(f.step!)));
   const evalFiles = s.sampleFiles.filter((f) => f.type === "eval");
   const current = s.sampleFiles.find((f) => f.name === state.file);
+  // a URL (or a new detector) that names a step where the chosen detector was not firing: its first firing step
+  if (state.detector !== "" && current?.type === "step" && stepFiles.length > 0 && !stepFiles.includes(current)) {
+    state = { ...state, file: stepFiles[0].name, ep: null };
+    writeHash();
+    return trajectoriesView();
+  }
   const pos = Math.max(0, stepFiles.findIndex((f) => f.name === state.file));
   const episodes = (payload?.episodes ?? []).filter((e) => (state.kind === "" || e.kind === state.kind) && (state.outcome === "" || e.outcome === state.outcome));
   const kinds = [...new Set((payload?.episodes ?? []).map((e) => e.kind))].sort();
