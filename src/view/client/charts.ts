@@ -81,7 +81,9 @@ export function curveSpec(metric: string, sources: readonly string[], width: num
   // Both axes' domains are signals (x0, x1, y0, y1; set by CurveChart.update from the raw values): a smoothed line
   // (a convex combination of raw values, so inside their range), a new step or another run does not re-scale
   // through the data — the spec stays the same and nothing is recompiled.
-  const x = { field: "step", type: "quantitative" as const, title: "step", axis: { tickMinStep: 1 }, scale: { domain: { expr: "[x0, x1]" } } };
+  // Steps are integers: at most one tick per step of the domain (Vega-Lite drops `tickMinStep` with a signal domain,
+  // and a short run got ticks at 0.5, 1.5, …), and no decimals in the labels.
+  const x = { field: "step", type: "quantitative" as const, title: "step", axis: { tickCount: { expr: "max(1, min(ceil(width / 40), floor(x1 - x0)))" }, format: "d" }, scale: { domain: { expr: "[x0, x1]" } } };
   const color = { field: "source", type: "nominal" as const, scale: { domain: [...sources], range: sources.map((_, i) => sourceColour(i)) }, legend: null };
   return {
     $schema: "https://vega.github.io/schema/vega-lite/v5.json",
