@@ -94,7 +94,7 @@ describe("arl train --agent", () => {
       return JSON.parse(r.stdout) as { run: { name: string }; policy: { contextLength: number; lengthBucket: number }; sft: { steps: number }; rl: { steps: number; tasksPerStep: number; groupSize: number }; reward: { preset: string } };
     };
     const d = cfg("--rl.steps", "7");
-    expect([d.run.name, d.policy.contextLength, d.policy.lengthBucket, d.sft.steps, d.rl.tasksPerStep, d.rl.groupSize, d.reward.preset]).toEqual(["agent", 512, 256, 300, 8, 8, "outcome-only"]);
+    expect([d.run.name, d.policy.contextLength, d.policy.lengthBucket, d.sft.steps, d.rl.tasksPerStep, d.rl.groupSize, d.reward.preset]).toEqual(["agent", 512, 256, 1000, 8, 8, "outcome-only"]);
     expect(d.rl.steps).toBe(7); // a flag wins over the default
     const s = cfg("--smoke");
     expect([s.run.name, s.policy.contextLength, s.sft.steps]).toEqual(["smoke-agent", 512, 4]);
