@@ -509,7 +509,7 @@ program
       const config = loadConfig(undefined, false, {}, recipe.name);
       const instance = recipe.build(recipeContext(config, recipe));
       table.push(
-        `${recipe.name}\n  ${recipe.description}\n  tools: ${recipe.tools.join(", ")}\n  protocols: ${recipe.protocols.join(", ")} (default ${recipe.protocols[0]})\n` +
+        `${recipe.name}\n  ${recipe.description}\n  tools: ${recipe.tools.length === 0 ? "none (one turn)" : recipe.tools.join(", ")}\n  protocols: ${recipe.protocols.join(", ")} (default ${recipe.protocols[0]})\n` +
           `  tasks: ${instance.train.length} train / ${instance.test.length} test; ${instance.describe()}\n  personas: ${Object.keys(instance.personas).join(", ")}`,
       );
     }

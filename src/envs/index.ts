@@ -4,9 +4,13 @@
  * passed to `train(config, { recipe })` instead.
  */
 import type { EnvRecipe } from "../env/recipe.ts";
+import { classifyRecipe } from "./classify/index.ts";
 import { complaintsRecipe } from "./complaints/index.ts";
+import { extractRecipe } from "./extract/index.ts";
+import { longdocRecipe } from "./longdoc/index.ts";
 import { researchRecipe } from "./research/index.ts";
 import { searchRecipe } from "./search/recipe.ts";
+import { summarizeRecipe } from "./summarize/index.ts";
 import { travelRecipe } from "./travel/index.ts";
 
 /** Every built-in recipe by name, in `arl envs` order. */
@@ -15,6 +19,10 @@ export const ENV_RECIPES: Readonly<Record<string, EnvRecipe>> = {
   travel: travelRecipe as EnvRecipe,
   complaints: complaintsRecipe as EnvRecipe,
   research: researchRecipe as EnvRecipe,
+  classify: classifyRecipe as EnvRecipe,
+  extract: extractRecipe as EnvRecipe,
+  summarize: summarizeRecipe as EnvRecipe,
+  longdoc: longdocRecipe as EnvRecipe,
 };
 
 /** Recipes registered at run time (a user's env file given to the CLI), by name. */

@@ -1,0 +1,21 @@
+/**
+ * The news-brief summarisation env: world (source documents), grader (coverage, consistency, brevity), breakdown,
+ * personas and the recipe (`summarizeRecipe`, `arl train --env summarize`). See `README.md` in this folder.
+ */
+export {
+  summarizeRecipe,
+  buildSummarize,
+  summarizeOptions,
+  shortSummaryRate,
+  summaryPaddingRate,
+  unsupportedClaimRate,
+  SummarizeOptions,
+  SUMMARIZE_DEFAULT_OPTIONS,
+  SUMMARIZE_DETECTOR_RULES,
+  SUMMARIZE_INSTRUCTIONS,
+  SUMMARIZE_LAB_DESIGNS,
+} from "./env.ts";
+export { summarizeBreakdown, SUMMARIZE_BREAKDOWN_LABELS } from "./decisions.ts";
+export { gradeSummary, matchingFacts, parseSummary, statedFacts, supportedFact, SUMMARIZE_PAY_MODES, type Clause, type SummarizePayMode } from "./grader.ts";
+export { personaAction, personaSummary, scriptedTurn, SUMMARIZE_PERSONAS, SUMMARIZE_PERSONA_WEIGHTS, type SummarizePersona } from "./personas.ts";
+export { clauseOf, keyFacts, summarizeTasks, summaryOf, CATEGORIES, CATEGORY_OF, KEY_EVENTS, MINOR_EVENTS, SECTOR_OF, SECTORS, SUBJECTS, TAILS, type Fact, type SourceDoc } from "./world.ts";
