@@ -21,6 +21,11 @@ import {
   MAX_REASONS,
   MIN_REASONS,
   NO_MATCH,
+  COMPANY_QUERY,
+  INDUSTRY_QUERY,
+  LOCAL_IDS,
+  resolveDocId,
+  scopeDocs,
   parseResearchAnswer,
   REASON_STAGE,
   REASONS,
@@ -49,22 +54,21 @@ import { rolloutGroups } from "../src/rollout/rollout.ts";
 const world = buildResearchWorld(0);
 const { train, test } = researchTasks(world);
 
-/** The tools over `w` with a fresh state, by name. */
-function toolsOf(w: ResearchWorld): { state: ResearchState; t: Record<string, Tool> } {
-  const state: ResearchState = { queries: [], opened: [] };
+/** The tools over `w` with a fresh state scoped to `company`, by name. */
+function toolsOf(w: ResearchWorld, company: string): { state: ResearchState; t: Record<string, Tool> } {
+  const state: ResearchState = { company, queries: [], opened: [] };
   return { state, t: Object.fromEntries(researchTools(w, state).map((x) => [x.name, x])) };
 }
 
-/** A grade input for `task` whose episode opened `opened` and answered `answer`. */
+/** A grade input for `task` whose episode opened `opened` (full ids) and answered `answer`. */
 function input(task: Task<ResearchQuestion>, opened: string[], answer: string | null): GradeInput<ResearchQuestion, ResearchState> {
   const turns: ToolEnvTurn[] = opened.map((id) => ({ action: { type: "tool_call", calls: [{ name: "open", arguments: { id } }] } as Action, results: [] }));
-  return { task, state: { queries: [], opened }, turns, answer, truncated: answer === null };
+  return { task, state: { company: task.data!.company, queries: [], opened }, turns, answer, truncated: answer === null };
 }
 
-/** The right answer for `task` in `w`: every gold reason citing its stage document. */
+/** The right answer for `task` in `w`: every gold reason citing its stage document by local id (`call`, `news`). */
 function rightAnswer(w: ResearchWorld, task: Task<ResearchQuestion>): string {
-  const c = researchIndex(w).company.get(task.data!.company)!;
-  return w.reasons[c.name].map((r) => `${r} ${stageDocId(c, REASON_STAGE[r])}`).join(" ; ");
+  return w.reasons[task.data!.company].map((r) => `${r} ${REASON_STAGE[r]}`).join(" ; ");
 }
 
 const stageIds = (task: Task<ResearchQuestion>) => STAGES.map((s) => stageDocId(task.data!, s));
@@ -151,33 +155,45 @@ describe("research world", () => {
 });
 
 describe("research tools", () => {
-  it("search lists the company's documents first (BM25), open shows title : text, both recorded", async () => {
-    const { state, t } = toolsOf(world);
+  it("both tools are scoped to the episode's company: search lists local ids (BM25), open shows title : text", async () => {
     const q = test[0].data!;
-    const r = await callTool(t.search, { query: ` ${q.company.toUpperCase()} ` });
+    const { state, t } = toolsOf(world, q.company);
+    expect(scopeDocs(world, q.company).map((d) => d.kind)).toEqual([...LOCAL_IDS]);
+    expect(scopeDocs(world, q.company).map((d) => d.company ?? d.sector)).toEqual([...Array(6).fill(q.company), ...Array(3).fill(q.sector)]);
+    const r = await callTool(t.search, { query: ` ${COMPANY_QUERY.toUpperCase()} ` });
     expect(r.ok).toBe(true);
     const ids = (r as { value: string }).value.split(" ");
-    for (const s of ["filing", "call", "costs"] as const) expect(ids).toContain(stageDocId(q, s));
-    const news = await callTool(t.search, { query: `${q.sector} industry` });
-    expect((news as { value: string }).value.split(" ")).toContain(`${q.sector}-news`);
-    // The id as the word tokenizer decodes it.
-    const o = await callTool(t.open, { id: ` ${q.base.replace(/-/g, " - ")} - filing ` });
+    for (const s of ["filing", "call", "costs"]) expect(ids).toContain(s);
+    const news = await callTool(t.search, { query: INDUSTRY_QUERY });
+    expect((news as { value: string }).value.split(" ")).toEqual(expect.arrayContaining(["news", "news-prior", "outlook"]));
+    // The id as the word tokenizer decodes it; the state records the full id.
+    const o = await callTool(t.open, { id: " filing " });
     expect(o.ok).toBe(true);
     expect((o as { value: string }).value).toMatch(new RegExp(`^${q.company} annual filing 2025 : ${q.company} is an? ${q.sector} company \\. revenue fell \\d+ %`));
-    expect(state.queries).toEqual([q.company, `${q.sector} industry`]);
-    expect(state.opened).toEqual([`${q.base}-filing`]);
+    const prior = await callTool(t.open, { id: "call - prior" });
+    expect((prior as { value: string }).value).toMatch(new RegExp(`^${q.company} earnings call 2024 : `));
+    await callTool(t.open, { id: "news" });
+    expect(state.queries).toEqual([COMPANY_QUERY, INDUSTRY_QUERY]);
+    expect(state.opened).toEqual([`${q.base}-filing`, `${q.base}-call-prior`, `${q.sector}-news`]);
     expect((await callTool(t.search, { query: "zzz" })) as { value: string }).toMatchObject({ ok: true, value: NO_MATCH });
+    // Another company's documents are out of the episode's reach, by full id too; the same local id is its own there.
+    const other = world.companies.find((c) => c.sector !== q.sector)!;
+    expect(await callTool(t.open, { id: `${other.base}-call` })).toMatchObject({ ok: false, error: `tool open: unknown document "${other.base}-call"` });
+    expect(await callTool(t.open, { id: `${q.base}-call` })).toMatchObject({ ok: false });
+    const there = toolsOf(world, other.name);
+    await callTool(there.t.open, { id: "news" });
+    expect(there.state.opened).toEqual([`${other.sector}-news`]);
   });
 
   it("errors are observations, never crashes: unknown id, empty query, wrong argument types", async () => {
-    const { state, t } = toolsOf(world);
+    const { state, t } = toolsOf(world, test[0].data!.company);
     expect(await callTool(t.open, { id: "acme-call" })).toMatchObject({ ok: false, kind: "error", error: 'tool open: unknown document "acme-call"' });
     expect(await callTool(t.search, { query: "   " })).toMatchObject({ ok: false, kind: "error", error: "tool search: query must not be empty" });
     const bad = await callTool(t.open, { id: 4 });
     expect(bad).toMatchObject({ ok: false, kind: "invalid_input" });
     expect((bad as { error: string }).error).toMatch(/^tool open: invalid input: id:/);
     expect(await callTool(t.search, {})).toMatchObject({ ok: false, kind: "invalid_input" });
-    expect(state).toEqual({ queries: [], opened: [] }); // failed calls record nothing
+    expect(state).toEqual({ company: test[0].data!.company, queries: [], opened: [] }); // failed calls record nothing
 
     // Through the env: a bad call is an error observation and the episode goes on.
     const inst = researchRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 10, call: {} });
@@ -206,6 +222,10 @@ describe("research grader", () => {
       { label: "demand_drop", known: true, cite: "retail-news" },
     ]);
     expect(parseResearchAnswer(" ; weather ")).toEqual([{ label: "weather", known: false, cite: "" }]);
+    expect(parseResearchAnswer("competition call - prior ; currency news")).toEqual([
+      { label: "competition", known: true, cite: "call-prior" },
+      { label: "currency", known: true, cite: "news" },
+    ]);
   });
 
   it("right: every gold reason with its opened stage document scores 1", () => {
@@ -216,13 +236,12 @@ describe("research grader", () => {
 
   it("wrong: missing reasons lower recall, wrong labels lower precision, no answer scores 0", () => {
     const first = gold[0];
-    const c = task.data!;
-    const partial = gradeResearch(world, input(task, all, `${first} ${stageDocId(c, REASON_STAGE[first])}`));
+    const partial = gradeResearch(world, input(task, all, `${first} ${REASON_STAGE[first]}`));
     expect(partial.parts.precision).toBe(1);
     expect(partial.parts.recall).toBeCloseTo(1 / gold.length, 12);
     expect(partial.score).toBeCloseTo((2 * (1 / gold.length)) / (1 + 1 / gold.length), 12);
     const wrongLabel = REASONS.find((r) => !gold.includes(r))!;
-    const wrong = gradeResearch(world, input(task, all, `${wrongLabel} ${stageDocId(c, REASON_STAGE[wrongLabel])}`));
+    const wrong = gradeResearch(world, input(task, all, `${wrongLabel} ${REASON_STAGE[wrongLabel]}`));
     expect(wrong.score).toBe(0);
     expect(wrong.parts.padding).toBe(1);
     const none = gradeResearch(world, input(task, all, null));
@@ -231,7 +250,7 @@ describe("research grader", () => {
   });
 
   it("padded: every label, each citing its stage document, has recall 1 but precision |gold| / 8", () => {
-    const padded = REASONS.map((r) => `${r} ${stageDocId(task.data!, REASON_STAGE[r])}`).join(" ; ");
+    const padded = REASONS.map((r) => `${r} ${REASON_STAGE[r]}`).join(" ; ");
     const g = gradeResearch(world, input(task, all, padded));
     const p = gold.length / REASONS.length;
     expect(g.parts.recall).toBe(1);
@@ -251,15 +270,22 @@ describe("research grader", () => {
     expect(notOpened.score).toBeLessThan(1);
     expect(notOpened.parts.unsupported).toBeGreaterThan(0);
     expect(notOpened.parts.evidence).toBeLessThan(1);
-    const priorId = REASON_STAGE[first] === "news" ? `${task.data!.sector}-news-prior` : `${task.data!.base}-press`;
-    const wrongDoc = right.replace(`${first} ${doc}`, `${first} ${priorId}`);
-    const cited = gradeResearch(world, input(task, [...all, priorId], wrongDoc));
+    const priorId = REASON_STAGE[first] === "news" ? "news-prior" : "press";
+    const wrongDoc = right.replace(`${first} ${REASON_STAGE[first]}`, `${first} ${priorId}`);
+    const openedAll = [...all, resolveDocId(task.data!, priorId)];
+    const cited = gradeResearch(world, input(task, openedAll, wrongDoc));
     expect(cited.parts.recall).toBeCloseTo((gold.length - 1) / gold.length, 12);
     expect(cited.parts.padding).toBe(0);
     expect(cited.parts.unsupported).toBeCloseTo(1 / gold.length, 12);
-    // A second, valid citation of the same label rescues it.
-    const both = gradeResearch(world, input(task, [...all, priorId], `${wrongDoc} ; ${first} ${doc}`));
-    expect(both.score).toBe(1);
+    // A second, valid citation of the same label rescues it; the full id of the opened document counts as its local id.
+    expect(gradeResearch(world, input(task, openedAll, `${wrongDoc} ; ${first} ${REASON_STAGE[first]}`)).score).toBe(1);
+    expect(gradeResearch(world, input(task, openedAll, `${wrongDoc} ; ${first} ${doc}`)).score).toBe(1);
+    // Another company's document never supports this question's reason, opened or not (the same sector's news is the
+    // one shared document, so pick a company of another sector).
+    const other = world.companies.find((c) => c.sector !== task.data!.sector && world.reasons[c.name].includes(first))!;
+    const otherDoc = stageDocId(other, REASON_STAGE[first]);
+    const foreign = gradeResearch(world, input(task, [...all, otherDoc], right.replace(`${first} ${REASON_STAGE[first]}`, `${first} ${otherDoc}`)));
+    expect(foreign.parts.recall).toBeCloseTo((gold.length - 1) / gold.length, 12);
   });
 
   it("grades against the episode's own world (a counterfactual's gold)", () => {
@@ -282,7 +308,7 @@ async function personaRun(persona: string, tasks: readonly Task[], k = 0, protoc
     return names[names.length - 1];
   };
   const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-  const groups = await rolloutGroups(tasks, inst.makeEnv(k), agent, tok, { contextLength: 512, maxObservationTokens: 96 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 7 });
+  const groups = await rolloutGroups(tasks, inst.makeEnv(k), agent, tok, { contextLength: 384, maxObservationTokens: 64 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 7 });
   const trajs = groups.flatMap((g) => g.trajectories);
   const unk = tok.id("[UNK]");
   for (const t of trajs) expect(t.tokens.includes(unk), tok.decode(t.tokens)).toBe(false); // texts() covers the episode
@@ -307,7 +333,9 @@ describe("research personas (held-out split, world 0)", () => {
     expect(meanOf(trajs, "sequence")).toBe(1);
     expect(meanOf(trajs, "count/searches")).toBe(2);
     expect(meanOf(trajs, "count/opens")).toBe(4);
-    expect(Math.max(...trajs.map((t) => t.tokens.length))).toBeLessThan(512);
+    expect(Math.max(...trajs.map((t) => t.tokens.length))).toBeLessThan(384); // the default policy.contextLength
+    // No action names the company (the episode is scoped to it): every call and answer is fixed words and labels.
+    for (const t of trajs) for (const w of (t.task.data as ResearchQuestion).company.split(" ")) expect(JSON.stringify(t.turns.map((x) => x.action))).not.toContain(w);
     expect(success(await personaRun("careful", train.slice(0, 30), 2))).toBe(1);
     expect(success(await personaRun("careful", test.slice(0, 10), 0, "react"))).toBe(1); // react too, its texts covered
   });

@@ -16,18 +16,16 @@ import type { Protocol } from "../../protocol/types.ts";
 import { registerDetector } from "../../reward/detectors.ts";
 import { researchBreakdown, RESEARCH_BREAKDOWN_LABELS } from "./decisions.ts";
 import { gradeResearch, parseResearchAnswer, type ResearchGradeMode } from "./grader.ts";
-import { answerText, scriptedTurn, RESEARCH_PERSONA_WEIGHTS } from "./personas.ts";
+import { answerText, COMPANY_QUERY, ENDLESS_QUERIES, INDUSTRY_QUERY, scriptedTurn, RESEARCH_PERSONA_WEIGHTS } from "./personas.ts";
 import { NO_MATCH, RESEARCH_TOOL_NAMES, researchTools, searchText, type ResearchState } from "./tools.ts";
 import {
   buildResearchWorld,
   counterfactualResearchWorld,
-  docId,
+  LOCAL_IDS,
   REASON_STAGE,
   REASONS,
   researchTasks,
   SECTORS,
-  stageDocId,
-  STAGES,
   type ResearchQuestion,
   type ResearchWorld,
 } from "./world.ts";
@@ -55,8 +53,12 @@ export const RESEARCH_LATENCY_MS: Readonly<Record<string, number>> = { search: 3
 
 /** The system prompt's text before the protocol's tool section. */
 export const RESEARCH_INSTRUCTIONS =
-  "find why the company's revenue fell last year . answer reasons from : " +
+  "find why the company's revenue fell last year . its documents : " +
+  `${LOCAL_IDS.join(" , ")} . answer reasons from : ` +
   `${REASONS.join(" , ")} . cite the document of each : reason id ; reason id`;
+
+/** Every query the personas write (the careful persona's two, the endless persona's). */
+const PERSONA_QUERIES: readonly string[] = [COMPANY_QUERY, INDUSTRY_QUERY, ...ENDLESS_QUERIES];
 
 /** Seed of counterfactual world `k` of a run (k ≥ 1). */
 export function counterfactualSeed(runSeed: number, k: number): number {
@@ -76,29 +78,31 @@ export function researchUserMessage(task: Task<ResearchQuestion>): string {
   return task.question;
 }
 
-/** Every text the env shows for `world`'s documents (each document opened, each company's and sector's search). */
+/** Every text the env shows for `world`'s documents (each document opened; each company's search of each persona query). */
 function worldTexts(world: ResearchWorld, protocol: Protocol): string[] {
   const ok = (name: string, content: string): ToolCallResult => ({ name, ok: true, content, value: content });
   const out: string[] = [];
   for (const d of world.docs) out.push(protocol.observation([ok("open", `${d.title} : ${d.text}`)]).text);
-  for (const c of world.companies) out.push(protocol.observation([ok("search", searchText(world, c.name))]).text);
-  for (const s of SECTORS) out.push(protocol.observation([ok("search", searchText(world, `${s} industry`))]).text);
+  for (const c of world.companies) for (const q of PERSONA_QUERIES) out.push(protocol.observation([ok("search", searchText(world, c.name, q))]).text);
   out.push(protocol.observation([ok("search", NO_MATCH)]).text);
   return out;
 }
 
-/** The formatted sample actions of a task (each call and answer shape the personas write). */
-function actionTexts(task: Task<ResearchQuestion>, protocol: Protocol): string[] {
-  const q = task.data!;
-  const ids = [...STAGES.map((s) => stageDocId(q, s)), docId(q.base, "filing-prior"), docId(q.base, "call-prior"), docId(q.sector, "news-prior")];
+/** The formatted sample actions (each call and answer shape the personas write; the same for every task: local ids). */
+function actionTexts(protocol: Protocol): string[] {
   const actions: Action[] = [
-    { type: "tool_call", calls: [{ name: "search", arguments: { query: q.company } }] },
-    ...["revenue", "reasons", "decline", "sales", "news", "costs"].map((w): Action => ({ type: "tool_call", calls: [{ name: "search", arguments: { query: `${q.company} ${w}` } }] })),
-    { type: "tool_call", calls: [{ name: "search", arguments: { query: `${q.sector} industry` } }] },
-    ...ids.map((id): Action => ({ type: "tool_call", calls: [{ name: "open", arguments: { id } }] })),
-    { type: "answer", answer: answerText(REASONS.map((r) => ({ label: r, cite: stageDocId(q, REASON_STAGE[r]) }))) },
+    ...PERSONA_QUERIES.map((query): Action => ({ type: "tool_call", calls: [{ name: "search", arguments: { query } }] })),
+    ...LOCAL_IDS.map((id): Action => ({ type: "tool_call", calls: [{ name: "open", arguments: { id } }] })),
+    { type: "answer", answer: answerText(REASONS.map((r) => ({ label: r, cite: REASON_STAGE[r] }))) },
+    { type: "answer", answer: answerText(REASONS.map((r) => ({ label: r, cite: `${REASON_STAGE[r]}-prior` }))) },
   ];
   return actions.map((a) => protocol.format(a));
+}
+
+/** The episode's fresh research state, scoped to the task's company. @throws Error when the task has no research question (`data`) */
+export function researchState(task: Task<ResearchQuestion>): ResearchState {
+  if (task.data === undefined) throw new Error(`research: task ${task.id} has no research question (data)`);
+  return { company: task.data.company, queries: [], opened: [] };
 }
 
 /** Malformed turns (hermes- and react-shaped) whose parse reasons the invalid observations show. */
@@ -181,7 +185,7 @@ export function buildResearch(ctx: RecipeContext): RecipeInstance<ResearchQuesti
     if (w === undefined) worlds.set(k, (w = counterfactualResearchWorld(world, counterfactualSeed(ctx.seed, k))));
     return w;
   };
-  const sampleTools = researchTools(world, { queries: [], opened: [] });
+  const sampleTools = researchTools(world, researchState(train[0]));
   const schemas = sampleTools.map(toolJsonSchema);
   const system = protocol.system(schemas, RESEARCH_INSTRUCTIONS);
   return {
@@ -194,7 +198,7 @@ export function buildResearch(ctx: RecipeContext): RecipeInstance<ResearchQuesti
         protocol,
         instructions: RESEARCH_INSTRUCTIONS,
         user: researchUserMessage,
-        reset: () => ({ queries: [], opened: [] }),
+        reset: researchState,
         tools: (state) => researchTools(w, state),
         grade: (input) => gradeResearch(w, input, opts.grade),
         maxTurns: ctx.maxTurns,
@@ -207,7 +211,7 @@ export function buildResearch(ctx: RecipeContext): RecipeInstance<ResearchQuesti
     texts: () => [
       protocol.prompt(system, researchUserMessage(train[0])),
       ...[...train, ...test].map(researchUserMessage),
-      ...[...train, ...test].flatMap((t) => actionTexts(t, protocol)),
+      ...actionTexts(protocol),
       ...worldTexts(world, protocol),
       ...failureTexts(protocol, sampleTools),
     ],
@@ -278,13 +282,13 @@ export const researchRecipe: EnvRecipe<ResearchQuestion> = {
   protocols: ["hermes", "react"],
   tools: RESEARCH_TOOL_NAMES,
   defaults: {
-    "policy.contextLength": "512",
+    "policy.contextLength": "384",
     "policy.microBatchTokens": "1536",
     "policy.lengthBucket": "128",
     "reward.preset": "tool-env",
     "env.maxTurns": "10",
     "env.maxObservationTokens": "64",
-    "rl.maxTokensPerTurn": "64",
+    "rl.maxTokensPerTurn": "48",
     "sft.steps": "800",
     "sft.batchSize": "16",
     "rl.steps": "40",

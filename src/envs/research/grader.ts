@@ -1,13 +1,14 @@
 /**
  * The research grader: F1 over reason labels with evidence per reason, in the episode's own world.
  *
- * The answer lists reasons, each with the id of its supporting document, `;`-separated:
- * `lost_customer red-falcon-filing ; demand_drop retail-news` (as the word tokenizer decodes it: `lost_customer red -
- * falcon - filing ; demand_drop retail - news`). `parseResearchAnswer` reads each part's first word as the label and
- * the rest, whitespace removed, as the citation. A claimed label counts (a true positive) only when it is a gold
- * reason of the question AND its cited document was opened in the episode AND that document supports it (`supports`:
- * the company's last-year stage document — or its sector's news — stating the label). Several citations of one label:
- * it counts when any of them does. An unknown label is a wrong claim.
+ * The answer lists reasons, each with the id of its supporting document, `;`-separated: `lost_customer filing ;
+ * demand_drop news` (as the word tokenizer decodes it; a `filing-prior` arrives as `filing - prior`).
+ * `parseResearchAnswer` reads each part's first word as the label and the rest, whitespace removed, as the citation.
+ * A citation is a local id of the episode (`call`: the question's company's call notes, `news`: its sector's news,
+ * resolved by `resolveDocId`) or a full id (`red-falcon-call`). A claimed label counts (a true positive) only when it
+ * is a gold reason of the question AND its cited document was opened in the episode AND that document supports it
+ * (`supports`: the company's last-year stage document — or its sector's news — stating the label). Several citations
+ * of one label: it counts when any of them does. An unknown label is a wrong claim.
  *
  * Parts (each in [0, 1]): `answered`; `precision` = true positives / claimed labels (0 without claims); `recall` =
  * true positives / gold reasons; `f1`; `padding` = claimed labels that are not gold reasons / claimed labels;
@@ -23,7 +24,7 @@
 import type { Grade } from "../../core/types.ts";
 import type { GradeInput } from "../../env/toolEnv.ts";
 import { normId, type ResearchState } from "./tools.ts";
-import { REASONS, stageDocId, STAGES, supports, researchIndex, type Reason, type ResearchQuestion, type ResearchWorld } from "./world.ts";
+import { REASONS, resolveDocId, stageDocId, STAGES, supports, researchIndex, type Reason, type ResearchQuestion, type ResearchWorld } from "./world.ts";
 
 /** What the grade's score is: `f1` (precision and recall with evidence) or `recall` (pays every right reason, never a wrong one). */
 export type ResearchGradeMode = "f1" | "recall";
@@ -57,17 +58,19 @@ export interface JudgedAnswer {
 }
 
 /**
- * Judges an answer against world `world`'s gold for `company`, given the documents the episode opened.
+ * Judges an answer against world `world`'s gold for `company`, given the documents the episode opened (full ids);
+ * citations are resolved in the episode's scope (`resolveDocId`: `call` is the company's call notes).
  * @throws Error when `company` is not in the world
  */
 export function judgeAnswer(world: ResearchWorld, company: string, answer: string, opened: readonly string[]): JudgedAnswer {
   const gold = world.reasons[company];
-  if (gold === undefined) throw new Error(`research grader: unknown company "${company}"`);
+  const co = researchIndex(world).company.get(company);
+  if (gold === undefined || co === undefined) throw new Error(`research grader: unknown company "${company}"`);
   const seen = new Set(opened);
   const cites = new Map<string, string[]>();
   for (const c of parseResearchAnswer(answer)) {
     const list = cites.get(c.label) ?? [];
-    cites.set(c.label, [...list, c.cite]);
+    cites.set(c.label, [...list, resolveDocId(co, c.cite)]);
   }
   const claimed = [...cites.keys()];
   const valid = (label: string) =>

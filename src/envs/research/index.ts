@@ -6,6 +6,7 @@ export {
   researchRecipe,
   buildResearch,
   researchOptions,
+  researchState,
   researchUserMessage,
   counterfactualSeed,
   ResearchOptions,
@@ -24,12 +25,15 @@ export {
   answerText,
   reasonsIn,
   ENDLESS_SEARCHES,
+  ENDLESS_QUERIES,
+  COMPANY_QUERY,
+  INDUSTRY_QUERY,
   HABIT_RATE,
   RESEARCH_PERSONAS,
   RESEARCH_PERSONA_WEIGHTS,
   type ResearchPersona,
 } from "./personas.ts";
-export { researchTools, corpusIndex, searchText, openText, normId, normQuery, NO_MATCH, OPEN_INPUT, SEARCH_INPUT, SEARCH_TOP_K, RESEARCH_TOOL_NAMES, type ResearchState } from "./tools.ts";
+export { researchTools, scopeIndex, searchText, openText, openedDocId, normId, normQuery, NO_MATCH, OPEN_INPUT, SEARCH_INPUT, SEARCH_TOP_K, RESEARCH_TOOL_NAMES, type ResearchState } from "./tools.ts";
 export {
   buildResearchWorld,
   counterfactualResearchWorld,
@@ -38,6 +42,9 @@ export {
   supports,
   docId,
   stageDocId,
+  resolveDocId,
+  scopeDocs,
+  LOCAL_IDS,
   FIRST_WORDS,
   SECOND_WORDS,
   LAST_YEAR,

@@ -1,8 +1,10 @@
 /**
- * Scripted researchers whose episodes are the warm-start demonstrations. `careful` follows the seed's sequence:
- * `search(<company>)` → open the filing (revenue change) → open the call notes (management
- * commentary) → `search(<sector> industry)` → open the sector's news (industry) → open the cost report (cost
- * structure) → answer every reason it read, each with the document it read it in, in `REASONS` order. Each other
+ * Scripted researchers whose episodes are the warm-start demonstrations. Every document is named by its local id
+ * (the episode is scoped to the question's company, `scopeDocs`), and every query is a fixed phrase, so no action
+ * copies the company's name. `careful` follows the seed's sequence: `search(filing call costs)` → open `filing`
+ * (revenue change) → open `call` (management commentary) → `search(industry news)` → open `news` (the sector's
+ * industry news) → open `costs` (cost structure) → answer every reason it read, each with the document it read it in,
+ * in `REASONS` order (`competition call ; demand_drop news`). Each other
  * persona is `careful` with ONE habit, drawn once per episode (from the episode's seed) at `HABIT_RATE`:
  * - `one-doc`: stops after the first document (the filing) and answers what it found there (a guess citing the
  *   filing when it found nothing);
@@ -11,14 +13,14 @@
  * - `skip-industry`: never looks at the industry news;
  * - `skip-costs`: never opens the cost report;
  * - `wrong-year`: opens the year before's (2024) filing, call notes and news (the `-prior` documents) and cites them.
- * Personas act only on what they saw: the question (`ctx.task.data`: the company's name, id prefix and sector, all
- * words of the question) and the texts of earlier tool results. `personaAction` gives the action, `scriptedTurn` its text.
+ * Personas act only on what they saw: the question (`ctx.task.data`, only to check it is a research task) and the
+ * texts of earlier tool results. `personaAction` gives the action, `scriptedTurn` its text.
  */
 import { Rng } from "../../core/rng.ts";
 import type { Action, Turn } from "../../core/types.ts";
 import type { Protocol } from "../../protocol/types.ts";
 import type { TurnContext } from "../../rollout/agent.ts";
-import { REASON_STAGE, REASONS, docId, type Reason, type ResearchQuestion, type Sector, type Stage } from "./world.ts";
+import { REASON_STAGE, REASONS, type Reason, type ResearchDoc, type ResearchQuestion, type Stage } from "./world.ts";
 
 /** The personas. */
 export const RESEARCH_PERSONAS = ["careful", "one-doc", "padder", "endless", "skip-industry", "skip-costs", "wrong-year"] as const;
@@ -43,6 +45,13 @@ export const RESEARCH_PERSONA_WEIGHTS: Readonly<Record<ResearchPersona, number>>
 export const HABIT_RATE = 0.9;
 /** Searches the `endless` persona makes before it guesses. */
 export const ENDLESS_SEARCHES = 6;
+
+/** The careful persona's first query (the company's own documents: filing, call notes, cost report). */
+export const COMPANY_QUERY = "filing call costs";
+/** The careful persona's second query (the sector's industry news). */
+export const INDUSTRY_QUERY = "industry news";
+/** The `endless` persona's queries, in turn. */
+export const ENDLESS_QUERIES = ["revenue", "reasons", "decline", "sales", "news", "costs"] as const;
 
 /** The text of an answer: `label id ; label id`. */
 export function answerText(claims: ReadonlyArray<{ label: string; cite: string }>): string {
@@ -89,51 +98,40 @@ export function personaAction(persona: ResearchPersona, ctx: Pick<TurnContext, "
   const opened = new Map<string, string>();
   for (const c of calls) if (c.name === "open" && c.text !== undefined && typeof c.args.id === "string") opened.set(c.args.id.replace(/\s+/g, ""), c.text);
   const prior = habit === "wrong-year";
-  const kindId = (stage: Stage, sector: Sector | undefined): string | undefined => {
-    if (stage === "news") return sector === undefined ? undefined : docId(sector, prior ? "news-prior" : "news");
-    if (prior && (stage === "filing" || stage === "call")) return docId(q.base, stage === "filing" ? "filing-prior" : "call-prior");
-    return docId(q.base, stage);
-  };
+  // The local id the persona opens for `stage` (the wrong-year habit opens the year before's filing, call and news).
+  const kindId = (stage: Stage): ResearchDoc["kind"] => (prior && stage !== "costs" ? (`${stage}-prior` as const) : stage);
   const guess = (cite: string): Action => ({ type: "answer", answer: answerText([{ label: REASONS[rng.int(REASONS.length)], cite }]) });
 
   if (habit === "endless") {
-    if (searches.length < ENDLESS_SEARCHES) {
-      const queries = [q.company, `${q.company} revenue`, `${q.company} reasons`, `${q.company} decline`, `${q.company} sales`, `${q.company} news`, `${q.company} costs`];
-      return call("search", { query: queries[searches.length % queries.length] });
-    }
-    return guess(docId(q.base, "filing"));
+    if (searches.length < ENDLESS_SEARCHES) return call("search", { query: ENDLESS_QUERIES[searches.length % ENDLESS_QUERIES.length] });
+    return guess("filing");
   }
-  if (searches.length === 0) return call("search", { query: q.company });
-  const filingId = kindId("filing", undefined)!;
+  if (searches.length === 0) return call("search", { query: COMPANY_QUERY });
+  const filingId = kindId("filing");
   const filing = opened.get(filingId);
   if (filing === undefined) return call("open", { id: filingId });
-  // The question names the sector (the filing says it too).
-  const sector: Sector | undefined = q.sector;
   const stageText = new Map<Stage, { id: string; text: string }>([["filing", { id: filingId, text: filing }]]);
   if (habit === "one-doc") return answerFrom(stageText, () => guess(filingId));
-  const callId = kindId("call", sector)!;
+  const callId = kindId("call");
   const callText = opened.get(callId);
   if (callText === undefined) return call("open", { id: callId });
   stageText.set("call", { id: callId, text: callText });
-  if (habit !== "skip-industry" && sector !== undefined) {
-    const newsId = kindId("news", sector)!;
+  if (habit !== "skip-industry") {
+    const newsId = kindId("news");
     const news = opened.get(newsId);
     if (news === undefined) {
-      if (searches.length < 2) return call("search", { query: `${sector} industry` });
+      if (searches.length < 2) return call("search", { query: INDUSTRY_QUERY });
       return call("open", { id: newsId });
     }
     stageText.set("news", { id: newsId, text: news });
   }
   if (habit !== "skip-costs") {
-    const costsId = kindId("costs", sector)!;
+    const costsId = kindId("costs");
     const costs = opened.get(costsId);
     if (costs === undefined) return call("open", { id: costsId });
     stageText.set("costs", { id: costsId, text: costs });
   }
-  if (habit === "padder") {
-    const base = (s: Stage) => (s === "news" ? (sector === undefined ? docId(q.base, "filing") : kindId("news", sector)!) : kindId(s, sector)!);
-    return { type: "answer", answer: answerText(REASONS.map((r) => ({ label: r, cite: base(REASON_STAGE[r]) }))) };
-  }
+  if (habit === "padder") return { type: "answer", answer: answerText(REASONS.map((r) => ({ label: r, cite: kindId(REASON_STAGE[r]) }))) };
   return answerFrom(stageText, () => guess(filingId));
 }
 

@@ -1,12 +1,16 @@
 /**
- * The research tools, bound to one world and one episode's state: `search` (BM25 over the corpus,
- * `src/retrieval/bm25.ts`, title + text indexed as one field) and `open` (a document's full text). The answer is not a
- * tool: it is the protocol's final answer (`parseResearchAnswer`).
+ * The research tools, bound to one world and one episode's state: `search` (BM25, `src/retrieval/bm25.ts`, title +
+ * text indexed as one field) and `open` (a document's full text), both scoped to the episode's company
+ * (`ResearchState.company`): they see its 6 documents and its sector's 3 (`scopeDocs`) and name them by local id —
+ * the document's kind (`filing`, `call`, `costs`, `press`, `filing-prior`, `call-prior`, `news`, `news-prior`,
+ * `outlook`), so that no call copies the company's name (the 2 × 96 policy measured not doing it, README run m2). The
+ * answer is not a tool: it is the protocol's final answer (`parseResearchAnswer`).
  *
- * Arguments arrive as the embedded word tokenizer decodes them (`"red falcon"`, `"red - falcon - call"`): queries are
+ * Arguments arrive as the embedded word tokenizer decodes them (`"filing call costs"`, `"call - prior"`): queries are
  * lower-cased with whitespace collapsed, document ids lose all whitespace. Results are plain text, exactly what the
- * policy sees: `search` lists the ids of the best `SEARCH_TOP_K` documents, best first (`red-falcon-filing
- * red-falcon-call …`), or `no documents match`; `open` shows `title : text`.
+ * policy sees: `search` lists the local ids of the best `SEARCH_TOP_K` documents, best first (`filing call costs
+ * filing-prior call-prior`), or `no documents match`; `open` shows `title : text`. The state records each opened
+ * document by its full id (`red-falcon-call`), which is what the grader checks citations against.
  *
  * The tool is named `search` with a string `query`, so `Trajectory.searches` counts its calls (the `search_cost` term
  * and the `tool_spam` detector read that).
@@ -15,7 +19,7 @@ import { z } from "zod";
 import type { Passage } from "../../core/types.ts";
 import { tool, type Tool } from "../../env/tool.ts";
 import { BM25Index } from "../../retrieval/bm25.ts";
-import { researchIndex, type ResearchWorld } from "./world.ts";
+import { LOCAL_IDS, researchIndex, resolveDocId, scopeDocs, type ResearchWorld } from "./world.ts";
 
 /** Documents `search` lists. */
 export const SEARCH_TOP_K = 6;
@@ -23,8 +27,12 @@ export const SEARCH_TOP_K = 6;
 /** What `search` shows when nothing matches. */
 export const NO_MATCH = "no documents match";
 
-/** An episode's research state: every `search` query and every document opened (ids, in call order). */
+/**
+ * An episode's research state: the question's `company` (its name; the scope of both tools), every `search` query and
+ * every document opened (full ids, in call order).
+ */
 export interface ResearchState {
+  company: string;
   queries: string[];
   opened: string[];
 }
@@ -47,57 +55,79 @@ export const OPEN_INPUT = z.object({ id: z.string() });
 /** Tool names, in prompt order. */
 export const RESEARCH_TOOL_NAMES = ["search", "open"] as const;
 
-const indexes = new WeakMap<ResearchWorld, BM25Index>();
+const indexes = new WeakMap<ResearchWorld, Map<string, BM25Index>>();
 
-/** The BM25 index of a world's corpus (built once per world object; passages are `{id, title, text}`). */
-export function corpusIndex(world: ResearchWorld): BM25Index {
-  let ix = indexes.get(world);
+/**
+ * The BM25 index of the documents an episode about `company` sees (`scopeDocs`; passages `{id: local id, title, text}`),
+ * built once per world object and company.
+ * @throws Error when `company` is not in the world
+ */
+export function scopeIndex(world: ResearchWorld, company: string): BM25Index {
+  let byCompany = indexes.get(world);
+  if (byCompany === undefined) indexes.set(world, (byCompany = new Map()));
+  let ix = byCompany.get(company);
   if (ix === undefined) {
-    const passages: Passage[] = world.docs.map((d) => ({ id: d.id, title: d.title, text: d.text }));
-    indexes.set(world, (ix = new BM25Index(passages)));
+    const passages: Passage[] = scopeDocs(world, company).map((d) => ({ id: d.kind, title: d.title, text: d.text }));
+    byCompany.set(company, (ix = new BM25Index(passages)));
   }
   return ix;
 }
 
-/** The text `search(query)` shows in `world`: the best ids, space-separated, or `NO_MATCH`. @throws Error on an empty query */
-export function searchText(world: ResearchWorld, query: string): string {
+/**
+ * The text `search(query)` shows in an episode about `company`: the best local ids, space-separated, or `NO_MATCH`.
+ * @throws Error on an empty query, or when `company` is not in the world
+ */
+export function searchText(world: ResearchWorld, company: string, query: string): string {
   const q = normQuery(query);
   if (q === "") throw new Error("query must not be empty");
-  const hits = corpusIndex(world).search(q, SEARCH_TOP_K);
+  const hits = scopeIndex(world, company).search(q, SEARCH_TOP_K);
   return hits.length === 0 ? NO_MATCH : hits.map((h) => h.id).join(" ");
 }
 
-/** The text `open(id)` shows: `title : text`. @throws Error `unknown document "x"` */
-export function openText(world: ResearchWorld, id: string): string {
-  const d = researchIndex(world).doc.get(normId(id));
+/**
+ * The full id of the document that `open(id)` opens in an episode about `company`: `id` normalised, a local id of
+ * `LOCAL_IDS`; undefined for anything else (another company's document, a full id, a typo).
+ */
+export function openedDocId(world: ResearchWorld, company: string, id: string): string | undefined {
+  const local = normId(id);
+  const c = researchIndex(world).company.get(company);
+  if (c === undefined || !(LOCAL_IDS as readonly string[]).includes(local)) return undefined;
+  return resolveDocId(c, local);
+}
+
+/** The text `open(id)` shows in an episode about `company`: `title : text`. @throws Error `unknown document "x"` */
+export function openText(world: ResearchWorld, company: string, id: string): string {
+  const full = openedDocId(world, company, id);
+  const d = full === undefined ? undefined : researchIndex(world).doc.get(full);
   if (d === undefined) throw new Error(`unknown document "${normId(id)}"`);
   return `${d.title} : ${d.text}`;
 }
 
 /**
- * The two tools over `world`, recording the episode in `state`.
- * - `search({query})` → the ids of the best `SEARCH_TOP_K` documents (BM25), best first, space-separated, or
- *   `no documents match`; records the query; @throws `query must not be empty`;
- * - `open({id})` → `title : text` of the document; records the id (normalised); @throws `unknown document "x"`.
+ * The two tools over `world`, scoped to `state.company` and recording the episode in `state`.
+ * - `search({query})` → the local ids of the best `SEARCH_TOP_K` of the episode's documents (BM25), best first,
+ *   space-separated, or `no documents match`; records the query; @throws `query must not be empty`;
+ * - `open({id})` → `title : text` of the episode's document with local id `id`; records its full id;
+ *   @throws `unknown document "x"`.
  */
 export function researchTools(world: ResearchWorld, state: ResearchState): Tool[] {
   const search = tool({
     name: "search",
-    description: "Search the documents; returns document ids, best first.",
+    description: "Search the company's documents and its industry's; returns document ids, best first.",
     inputSchema: SEARCH_INPUT,
     execute: ({ query }): string => {
-      const text = searchText(world, query);
+      const text = searchText(world, state.company, query);
       state.queries.push(normQuery(query));
       return text;
     },
   });
   const open = tool({
     name: "open",
-    description: "Open a document by id.",
+    description: "Open a document by id (filing, call, costs, press, filing-prior, call-prior, news, news-prior, outlook).",
     inputSchema: OPEN_INPUT,
     execute: ({ id }): string => {
-      const text = openText(world, id);
-      state.opened.push(normId(id));
+      const text = openText(world, state.company, id);
+      state.opened.push(openedDocId(world, state.company, id)!);
       return text;
     },
   });

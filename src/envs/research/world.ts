@@ -14,10 +14,12 @@
  *
  * Documents name their causes with the label words (`management cited price_cut , competition .`) and say so when
  * there is none (`management cited no company issue .`): the corpus is tagged, so a tiny word-level policy learns to
- * read and cite rather than to paraphrase. Document ids are words the policy already has — the company's name from
- * the question, hyphenated, and a kind word (`red-falcon-call`, `retail-news`) — so citing never means copying
- * digits out of a tool result (the travel env's measured failure, `src/envs/travel/README.md`). Company names are
- * two words (`red falcon`); the test split's companies are combinations never seen in training, of words that are.
+ * read and cite rather than to paraphrase. Every document has a full id (`red-falcon-call`, `retail-news`), but an
+ * episode is scoped to its question's company: the tools and the answer name a document by its kind (`call`,
+ * `news`, `filing-prior`: `scopeDocs`, `resolveDocId`), so no action copies the company's name — the 2 × 96 policy
+ * measured not copying it from the question (README, run m2), as it had not copied ids out of tool results in the
+ * travel env (`src/envs/travel/README.md`). Company names are two words (`red falcon`); the test split's companies are
+ * combinations never seen in training, of words that are.
  *
  * Counterfactual copies keep every name, sector and document id and re-draw every reason (and the revenue change),
  * so a policy cannot memorise a company's reasons: it has to read its documents.
@@ -156,6 +158,39 @@ export function docId(base: string, kind: ResearchDoc["kind"]): string {
 /** The id of the document that supports reasons of `stage` for company `c`. */
 export function stageDocId(c: Pick<Company, "base" | "sector">, stage: Stage): string {
   return stage === "news" ? docId(c.sector, "news") : docId(c.base, stage);
+}
+
+/** The document kinds an episode can name (its local ids), company documents first, then the sector's. */
+export const LOCAL_IDS = ["filing", "call", "costs", "press", "filing-prior", "call-prior", "news", "news-prior", "outlook"] as const satisfies ReadonlyArray<ResearchDoc["kind"]>;
+
+/** Kinds that belong to the sector (the rest belong to the company). */
+const SECTOR_KINDS: ReadonlySet<string> = new Set(["news", "news-prior", "outlook"]);
+
+/**
+ * The full id of the document that `id` names in an episode about company `c`: a local id (a document kind, `call`,
+ * `news`, `filing-prior`) resolves to the company's (or its sector's) document; anything else — a full id included —
+ * is returned unchanged (it is checked against the corpus by the caller).
+ */
+export function resolveDocId(c: Pick<Company, "base" | "sector">, id: string): string {
+  if (!(LOCAL_IDS as readonly string[]).includes(id)) return id;
+  return docId(SECTOR_KINDS.has(id) ? c.sector : c.base, id as ResearchDoc["kind"]);
+}
+
+/**
+ * The documents an episode about company `company` can see (`open`, `search`): its 6 documents and its sector's 3, in
+ * `LOCAL_IDS` order (cached per world object).
+ * @throws Error when `company` is not in the world
+ */
+export function scopeDocs(world: ResearchWorld, company: string): ResearchDoc[] {
+  const ix = researchIndex(world);
+  let docs = ix.scope.get(company);
+  if (docs === undefined) {
+    const c = ix.company.get(company);
+    if (c === undefined) throw new Error(`research: unknown company "${company}"`);
+    docs = LOCAL_IDS.map((k) => ix.doc.get(resolveDocId(c, k))!);
+    ix.scope.set(company, docs);
+  }
+  return docs;
 }
 
 /** The companies: every first word × second word (150), each with a seeded sector (25 per sector). */
@@ -327,10 +362,11 @@ export function counterfactualResearchWorld(world: ResearchWorld, seed: number):
   return { ...drawWorld(seed, `counterfactual:${world.seed}`, world.companies), seed };
 }
 
-/** Lookup tables of a world: documents by id, companies by name. */
+/** Lookup tables of a world: documents by id, companies by name, and each episode scope's documents (filled lazily by `scopeDocs`). */
 export interface ResearchIndex {
   doc: Map<string, ResearchDoc>;
   company: Map<string, Company>;
+  scope: Map<string, ResearchDoc[]>;
 }
 
 const indexes = new WeakMap<ResearchWorld, ResearchIndex>();
@@ -339,15 +375,15 @@ const indexes = new WeakMap<ResearchWorld, ResearchIndex>();
 export function researchIndex(world: ResearchWorld): ResearchIndex {
   let ix = indexes.get(world);
   if (ix === undefined) {
-    ix = { doc: new Map(world.docs.map((d) => [d.id, d])), company: new Map(world.companies.map((c) => [c.name, c])) };
+    ix = { doc: new Map(world.docs.map((d) => [d.id, d])), company: new Map(world.companies.map((c) => [c.name, c])), scope: new Map() };
     indexes.set(world, ix);
   }
   return ix;
 }
 
 /**
- * True when document `id` supports reason `r` for the question about `company` in `world`: it is the last-year stage
- * document of the company (or of its sector's news) that carries `r` and its text states `r`.
+ * True when document `id` (a full id) supports reason `r` for the question about `company` in `world`: it is the
+ * last-year stage document of the company (or of its sector's news) that carries `r` and its text states `r`.
  */
 export function supports(world: ResearchWorld, company: string, id: string, r: Reason): boolean {
   const ix = researchIndex(world);
@@ -359,8 +395,8 @@ export function supports(world: ResearchWorld, company: string, id: string, r: R
 
 /**
  * The question phrasings (company `c`, sector `s`); the last is held out (test tasks only). The question names the
- * sector, as a user would ("red falcon , a retail company"), so the industry stage's query and document id copy words
- * of the question, not of a tool result.
+ * company and its sector, as a user would ("red falcon , a retail company"); the episode is scoped to that company,
+ * so no action has to copy either (`scopeDocs`).
  */
 const PHRASINGS: ReadonlyArray<(c: string, s: string) => string> = [
   (c, s) => `what were the main reasons ${c} , a ${s} company , saw revenue fall last year ?`,
