@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { benchDir, markdownTable, readResults, resultsDir, rowCells, type BenchResult, type Machine } from "./lib.ts";
 
 /** Benches in the order the suite runs them; others follow alphabetically. */
-export const BENCH_ORDER = ["train-step", "kernels", "sampling", "rollout", "rollout-jax", "retrieval", "end-to-end"];
+export const BENCH_ORDER = ["train-step", "kernels", "sampling", "rollout", "rollout-jax", "retrieval", "end-to-end", "view"];
 
 /** The hand-written preamble, if any. */
 export const HEAD_FILE = join(benchDir, "BENCHMARKS.head.md");

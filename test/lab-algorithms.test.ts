@@ -47,6 +47,8 @@ describe("algorithm designs", () => {
     const b = await run("algo-b");
     const strip = (l: LabResult) => l.designs.map((d) => ({ name: d.name, steps: d.steps, after: d.after }));
     expect(strip(b)).toEqual(strip(a));
+    expect(b.fingerprint).toMatch(/^[0-9a-f]{16}$/);
+    expect(b.fingerprint).toBe(a.fingerprint); // what `arl lab` prints for a rerun check
     // Same warm start for every design: the first rollout's reward is the same sample of the same policy.
     expect(new Set(a.designs.map((d) => d.steps[0]["reward/mean"])).size).toBe(1);
     // The warm start's held-out episodes are written beside the designs' (the viewer's Compare reads them).

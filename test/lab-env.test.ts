@@ -128,6 +128,7 @@ describe("runEnvLab (quick, travel)", () => {
     const b = await run("travel-algo-b");
     const strip = (l: EnvLabResult) => l.designs.map((d) => ({ name: d.name, steps: d.steps, after: d.after, examples: d.examples }));
     expect(strip(b)).toEqual(strip(a));
+    expect(b.fingerprint).toBe(a.fingerprint);
     expect(b.warmStart).toEqual(a.warmStart);
     expect(new Set(a.designs.map((d) => d.steps[0]["reward/mean"])).size).toBe(1);
   });

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { chartMetrics, LAB_TABLE_HEAD, labTableRows, renderReport } from "../src/lab/report.ts";
 import type { DesignResult, DetectorFiring, EvalSummary, LabResult } from "../src/lab/types.ts";
 import type { Metrics } from "../src/core/types.ts";
+import { labFingerprint } from "../src/lab/fingerprint.ts";
 
 function summary(em: number, guessUnknown: number): EvalSummary {
   return {
@@ -136,5 +137,33 @@ describe("lab report", () => {
 
     // Deterministic.
     expect(await renderReport(lab)).toBe(html);
+  });
+});
+
+describe("lab fingerprint", () => {
+  it("ignores wall times, the name and the warm-start path; changes with any measured number", () => {
+    const fp = labFingerprint(lab);
+    expect(fp).toMatch(/^[0-9a-f]{16}$/);
+    // A rerun elsewhere: other wall times, name and warm-start folder, fields written in another order.
+    const rerun: LabResult = {
+      ...lab,
+      name: "rerun",
+      wallMs: 9,
+      warmStartFrom: "/elsewhere/checkpoints/sft",
+      designs: lab.designs.map((d) => ({ ...d, wallMs: 1, rlWallMs: 2, steps: d.steps.map((m) => Object.fromEntries(Object.entries(m).reverse())) })),
+    };
+    expect(labFingerprint(rerun)).toBe(fp);
+    expect(labFingerprint({ ...lab, fingerprint: "0000000000000000" })).toBe(fp); // a stored fingerprint is not hashed
+    // One metric of one step one ulp off: another fingerprint.
+    const steps = lab.designs[1].steps.map((m, i) => (i === 3 ? { ...m, "reward/mean": m["reward/mean"] + Number.EPSILON * 4 } : m));
+    expect(steps[3]["reward/mean"]).not.toBe(lab.designs[1].steps[3]["reward/mean"]);
+    expect(labFingerprint({ ...lab, designs: lab.designs.map((d, i) => (i === 1 ? { ...d, steps } : d)) })).not.toBe(fp);
+    expect(labFingerprint({ ...lab, seed: 8 })).not.toBe(fp);
+    expect(labFingerprint({ ...lab, designs: lab.designs.map((d) => ({ ...d, examples: { ...d.examples, after: [...d.examples.after, "x"] } })) })).not.toBe(fp);
+  });
+
+  it("is shown in the report's subtitle when present", async () => {
+    const html = await renderReport({ ...lab, fingerprint: labFingerprint(lab) });
+    expect(html).toContain(`fingerprint ${labFingerprint(lab)}`);
   });
 });

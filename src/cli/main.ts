@@ -289,7 +289,7 @@ program
       const lab = await runEnvLab(config, recipe, consoleReporter(), { overwrite: opts.overwrite === true, quick: opts.quick === true, warmStart: opts.warmStart });
       console.log(`\nReward lab ${lab.name} on env ${lab.env}: ${lab.designs.length} designs × ${lab.rlSteps} RL steps, ${lab.evalQuestions} held-out tasks`);
       console.log(envLabText(lab));
-      console.log(`report: ${join(config.run.dir, config.run.name, "report.html")}   wall time: ${(lab.wallMs / 60000).toFixed(1)} min`);
+      console.log(`report: ${join(config.run.dir, config.run.name, "report.html")}   wall time: ${(lab.wallMs / 60000).toFixed(1)} min   fingerprint: ${lab.fingerprint} (a rerun with the same seed and config on this machine prints the same)`);
       return;
     }
     if (opts.quick) raw = applyOverrides(raw, QUICK_LAB_OVERRIDES);
@@ -310,7 +310,7 @@ program
     console.log(labTable(lab));
     for (const c of lab.claims) console.log(`${c.title}\n  ${c.text}`);
     const folder = join(config.run.dir, config.run.name);
-    console.log(`report: ${join(folder, "report.html")}   wall time: ${(lab.wallMs / 60000).toFixed(1)} min`);
+    console.log(`report: ${join(folder, "report.html")}   wall time: ${(lab.wallMs / 60000).toFixed(1)} min   fingerprint: ${lab.fingerprint} (a rerun with the same seed and config on this machine prints the same)`);
   });
 
 /** The tasks and env of `eval`/`rollout`: the run's world, or a real QA file with a corpus. */

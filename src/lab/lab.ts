@@ -20,6 +20,7 @@ import { mean, trajectoryEm } from "../train/metrics.ts";
 import { RunDir } from "../train/runDir.ts";
 import { computeClaims, loopholeVerdicts } from "./claims.ts";
 import { designConfig, resolveDesigns, resolveEnvDesigns } from "./designs.ts";
+import { labFingerprint } from "./fingerprint.ts";
 import { renderEnvReport, renderReport } from "./report.ts";
 import type { DesignResult, EnvDesignResult, EnvLabResult, EvalSummary, LabResult } from "./types.ts";
 
@@ -170,6 +171,7 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
     wallMs: performance.now() - t0,
   };
   const result: LabResult = { ...partial, claims: computeClaims(partial), ...(options.warmStart !== undefined ? { warmStartFrom: options.warmStart } : {}) };
+  result.fingerprint = labFingerprint(result);
   lab.writeText("lab.json", JSON.stringify(result, null, 2) + "\n");
   lab.writeText("report.html", await renderReport(result));
   return result;
@@ -286,6 +288,7 @@ export async function runEnvLab(config: ExperimentConfig, recipe: EnvRecipe, rep
     ...(options.warmStart !== undefined ? { warmStartFrom: options.warmStart } : {}),
     wallMs: performance.now() - t0,
   };
+  result.fingerprint = labFingerprint(result);
   lab.writeText("lab.json", JSON.stringify(result, null, 2) + "\n");
   lab.writeText("report.html", await renderEnvReport(result));
   return result;

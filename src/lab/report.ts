@@ -356,6 +356,7 @@ export async function renderReport(lab: LabResult): Promise<string> {
     `${lab.evalQuestions} held-out questions`,
     lab.quick ? "quick" : "full",
     `${minutes} min total`,
+    ...(lab.fingerprint !== undefined ? [`fingerprint ${lab.fingerprint}`] : []),
   ].join(" · ");
 
   const claims =
@@ -456,6 +457,7 @@ export async function renderEnvReport(lab: EnvLabResult): Promise<string> {
     lab.quick ? "quick" : "full",
     ...(lab.warmStartFrom !== undefined ? [`warm start ${lab.warmStartFrom}`] : []),
     `${(lab.wallMs / 60_000).toFixed(1)} min total`,
+    ...(lab.fingerprint !== undefined ? [`fingerprint ${lab.fingerprint}`] : []),
   ].join(" · ");
   const verdicts =
     lab.loopholes.length === 0

@@ -89,6 +89,11 @@ export interface LabResult {
   warmStartFrom?: string;
   /** Total wall time (ms). */
   wallMs: number;
+  /**
+   * `labFingerprint` of this lab (16 hex characters): equal for a rerun with the same seed, config and code on the
+   * same machine (wall times, name and paths left out). Absent in labs written before it existed.
+   */
+  fingerprint?: string;
 }
 
 
@@ -151,4 +156,6 @@ export interface EnvLabResult {
   warmStartFrom?: string;
   /** Total wall time (ms). */
   wallMs: number;
+  /** `labFingerprint` of this lab (see `LabResult.fingerprint`); absent in labs written before it existed. */
+  fingerprint?: string;
 }
