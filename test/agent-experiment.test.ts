@@ -185,6 +185,13 @@ describe("runAgentExperiment: the run folder, --resume, detectors, samples, coun
     expect(lookup).toEqual({ name: "lookup", queryArg: "q" });
     expect((await dryRunAgent(cfg, { agent: lookupAgent, teacherTool: lookup })).at(-1)).toMatch(/^agent: probe rollout against the careful teacher: 2 model call\(s\), 1 tool call\(s\).* reward 1$/);
     for (const bad of ["lookup", "lookup:", ":q", "look up:q", "a:b:c"]) expect(() => parseTeacherTool(bad), bad).toThrow(/--agent-tool: expected NAME:ARG/);
+    // Found by review: an agent that reads another argument than the teacher writes searches for "" — refused, naming both.
+    await expect(dryRunAgent(cfg, { agent: lookupAgent, teacherTool: parseTeacherTool("lookup:query") })).rejects.toThrow(/the agent's searches were not the teacher's queries \(the teacher asked \[".+"\], the retrieval server received \[""\]\)/);
+    // An agent that reports its own reward passes: the trainer never grades it, and the probe still sees its searches.
+    expect((await dryRunAgent(cfg, { agent: searchAgent([], () => 0.5) })).at(-1)).toMatch(/^agent: probe rollout .* reward 0\.5$/);
+    // Config fields --agent does not use are named by the dry run too, not only by the run.
+    const hot = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "policy.contextLength": "512", "run.dir": root, "run.name": "dry-hot", "rl.temperature": "0.5" }));
+    expect(await dryRunAgent(hot, { agent })).toContainEqual(expect.stringMatching(/^warning: --agent does not use rl\.temperature \(0\.5\)/));
   }, 60_000);
 
   it("serves each world's corpus at its own URL: a counterfactual world's unknown facts differ from the real world's", async () => {

@@ -65,13 +65,16 @@ describe("runAgentCommand", () => {
       `const ctx = (id) => ({ baseURL: "http://127.0.0.1:1/v1", apiKey: "k", rolloutId: id, rewardURL: "http://127.0.0.1:1/r", task: { id, question: "q", answers: [], kind: "x" }, signal: new AbortController().signal, env: {} });`,
       `await Promise.all(["a", "b"].map((id) => runAgentCommand(${JSON.stringify(agent)}, ctx(id), { timeoutMs: 120000 })));`,
     ].join("\n"));
-    const child = spawn(process.execPath, ["--import", "tsx", trainer], { stdio: "ignore" });
+    const child = spawn(process.execPath, ["--import", "tsx", trainer], { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
     const pids = (): number[] => readdirSync(dir).filter((f) => f.startsWith("agent-")).map((f) => Number(f.slice(6)));
     for (let i = 0; i < 600 && pids().length < 2; i++) await new Promise((r) => setTimeout(r, 100));
     expect(pids()).toHaveLength(2);
     const exited = new Promise<NodeJS.Signals | null>((r) => child.on("exit", (_code, signal) => r(signal)));
     child.kill("SIGINT");
     expect(await exited).toBe("SIGINT");
+    expect(stderr).toContain("stopped by SIGINT: 2 running agent process groups killed; the run continues from its last checkpoint with --resume");
     await new Promise((r) => setTimeout(r, 300));
     const state = (pid: number) => {
       try {

@@ -15,7 +15,7 @@ import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { hermesProtocol } from "../src/protocol/hermes.ts";
 import type { AgentFunction } from "../src/train/agentRollouts.ts";
-import { runAgentRollout, trainAgent } from "../src/train/agentRun.ts";
+import { FUNCTION_AGENT_ABORT_GRACE_MS, runAgentRollout, trainAgent } from "../src/train/agentRun.ts";
 
 const weatherTool = { type: "function" as const, function: { name: "get_weather", description: "The weather of a city.", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
 const cities = ["paris", "oslo", "lima", "rome"];
@@ -102,6 +102,19 @@ describe("trainAgent: RL on an unchanged openai-client agent through the gateway
     const r = await runAgentRollout({ agent: stuck, gateway, grade, rolloutDeadlineMs: 300 }, "stuck-1", tasks[0]);
     expect([r.status, r.dropReason]).toEqual(["dropped", "the agent was still running at the rollout's deadline of 300 ms (aborted: ctx.signal); no reward"]);
   });
+
+  it("gives up on a function agent that ignores ctx.signal and never returns (found by review: it hung the run)", async () => {
+    const t0 = Date.now();
+    const r = await runAgentRollout({ agent: () => new Promise(() => {}), gateway, grade, rolloutDeadlineMs: 300 }, "hang-1", tasks[0]);
+    expect([r.status, r.dropReason]).toEqual(["dropped", "the agent was still running at the rollout's deadline of 300 ms (aborted: ctx.signal); no reward"]);
+    expect(Date.now() - t0).toBeLessThan(300 + FUNCTION_AGENT_ABORT_GRACE_MS + 5_000); // bounded, not forever
+  }, 30_000);
+
+  it("drops a rollout whose agent returns an answer that is not a string, naming its type", async () => {
+    const numeric: AgentFunction = async (ctx) => ({ ...(await agent(ctx)), answer: 42 as unknown as string });
+    const r = await runAgentRollout({ agent: numeric, gateway, grade, rolloutDeadlineMs: 30_000 }, "numeric-1", tasks[0]);
+    expect([r.status, r.dropReason]).toEqual(["dropped", "the agent's answer must be a string, got a number (42)"]);
+  }, 30_000);
 
   it("drops a rollout whose agent never called the model (nothing to train on; a 0 reward would still move its group's baseline)", async () => {
     let n = 0;

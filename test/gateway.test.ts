@@ -3,6 +3,7 @@
  * the real `openai` npm client and the real AI SDK (`ai` + `@ai-sdk/openai-compatible`), over a scripted sampler
  * (fixed token sequences: deterministic well-formed and malformed tool calls) and a small embedded policy.
  */
+import { connect } from "node:net";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, stepCountIs, streamText, tool } from "ai";
 import OpenAI, { APIError } from "openai";
@@ -454,6 +455,49 @@ describe("errors", () => {
     expect(gw.registry.snapshot("err").calls).toHaveLength(0);
   });
 
+  it("huge requests under the body limit (a megabyte prompt, 2·10⁴ messages, 3·10³ tools) get 400 context_length_exceeded, never a 500", async () => {
+    // Found by review: `tokens.push(...ids)` over ~10⁵ ids overflowed the call stack (500 "Maximum call stack size exceeded").
+    gw.registry.open("huge");
+    const p = "/rollout/huge/v1/chat/completions";
+    const manyTools = Array.from({ length: 3_000 }, (_, i) => ({ ...weatherTool, function: { ...weatherTool.function, name: `tool_${i}` } }));
+    const bodies: unknown[] = [
+      { messages: [{ role: "user", content: "capital ".repeat(150_000) }] },
+      { messages: Array.from({ length: 20_000 }, (_, i) => ({ role: i % 2 === 0 ? "user" : "assistant", content: "hi" })) },
+      { messages: user, tools: manyTools },
+    ];
+    for (const body of bodies) {
+      const r = await post(p, body);
+      expect(r.status, JSON.stringify(r.json).slice(0, 200)).toBe(400);
+      expect(r.json.error).toMatchObject({ type: "invalid_request_error", code: "context_length_exceeded", param: "messages" });
+    }
+    expect(gw.registry.snapshot("huge").calls).toHaveLength(0);
+  }, 60_000);
+
+  it("errors outside the routes are OpenAI-shaped too: a rollout id over 100 characters (414), a slow request (408)", async () => {
+    const long = await post(`/rollout/${"r".repeat(5000)}/v1/chat/completions`, { messages: user });
+    expect(long.status).toBe(414);
+    expect(long.json.error).toMatchObject({ message: "a path parameter (e.g. a rollout id) is longer than 100 characters", type: "invalid_request_error", param: null });
+    expect(Object.keys(long.json.error).sort()).toEqual(["code", "message", "param", "type"]);
+    // A client that sends its body too slowly is answered on the raw connection (no fastify hooks run there).
+    const slow = await startGateway({ policy: { name: "arl/policy", sampler: scripted, tokenizer: tok, contextLength: CONTEXT }, apiKey: KEY, requestTimeoutMs: 300 });
+    try {
+      const reply = await new Promise<string>((resolve) => {
+        const sock = connect(Number(new URL(slow.url).port), "127.0.0.1", () => {
+          sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a"`);
+        });
+        let data = "";
+        sock.on("data", (d) => (data += d.toString()));
+        sock.on("close", () => resolve(data));
+        sock.setTimeout(5000, () => sock.destroy());
+      });
+      expect(reply).toMatch(/^HTTP\/1\.1 408/);
+      const body = JSON.parse(reply.slice(reply.indexOf("\r\n\r\n") + 4)) as { error: Record<string, unknown> };
+      expect(body.error).toMatchObject({ message: "the request was not received within 300 ms", type: "invalid_request_error", param: null });
+    } finally {
+      await slow.close();
+    }
+  }, 15_000);
+
   it("unknown rollouts 404, bad rewards 400 naming the field, unknown routes 404 — all OpenAI-shaped", async () => {
     const nf = await post("/rollout/nope/v1/chat/completions", { messages: user });
     expect(nf.status).toBe(404);
@@ -473,6 +517,7 @@ describe("errors", () => {
       expect(r.json.error.message).toMatch(new RegExp(`^${param.replace(".", "\\.")}: expected`));
     }
     expect(() => gw.registry.reward("err", Number.NaN)).toThrow(/value: expected a finite number/);
+    expect(() => gw.registry.reward("err", -1e308)).toThrow(/value: expected a number in \[-1000000, 1000000\], got -1e\+308/);
     const route = await post("/v2/nothing", {});
     expect(route.status).toBe(404);
     expect(route.json.error).toMatchObject({ type: "invalid_request_error", code: "not_found" });

@@ -96,6 +96,8 @@ describe.each(servers)("arl serve $name", ({ name, route }) => {
       sock.setTimeout(5000, () => sock.destroy());
     });
     expect(reply).toMatch(/^HTTP\/1\.1 408/);
+    // Our `{error}` body, not fastify's own shape (createApp's clientErrorHandler).
+    expect(JSON.parse(reply.slice(reply.indexOf("\r\n\r\n") + 4))).toEqual({ error: "the request was not received within 400 ms" });
     const ok = await fetch(running.get(name)!.url + (name === "trainer" ? "/api/v1/healthz" : name === "openai" ? "/healthz" : "/healthz"));
     expect(ok.status).toBe(200);
   }, 10_000);

@@ -127,10 +127,23 @@ function checkDeadline(ms: number, field: string): number {
   return ms;
 }
 
-/** Checks a reward. @throws GatewayError 400 naming the field (`value`, `parts.<name>`) unless every number is finite */
+/**
+ * Largest reward magnitude a rollout may report. Finite is not enough: a batch of rewards near ±1e308 overflows the
+ * group mean and standard deviation (advantages, the step's `reward` metric) to ±Infinity; 1e6 leaves every sum of a
+ * step far inside float range and is beyond any reward scale in use.
+ */
+export const MAX_REWARD_MAGNITUDE = 1e6;
+
+/**
+ * Checks a reward. @throws GatewayError 400 naming the field (`value`, `parts.<name>`) unless every number is finite,
+ * and `value` at most `MAX_REWARD_MAGNITUDE` in magnitude
+ */
 export function checkReward(value: unknown, parts?: unknown): GatewayReward {
   if (typeof value !== "number" || !Number.isFinite(value)) {
     throw new GatewayError(400, `value: expected a finite number, got ${JSON.stringify(value) ?? String(value)}`, "value", "invalid_value");
+  }
+  if (Math.abs(value) > MAX_REWARD_MAGNITUDE) {
+    throw new GatewayError(400, `value: expected a number in [-${MAX_REWARD_MAGNITUDE}, ${MAX_REWARD_MAGNITUDE}], got ${value}`, "value", "invalid_value");
   }
   if (parts === undefined) return { value };
   if (parts === null || typeof parts !== "object" || Array.isArray(parts)) {

@@ -151,11 +151,16 @@ export function renderChat(messages: readonly ChatMsg[], tools: readonly ChatToo
   });
   buf += `${IM_START}assistant\n`;
   pieces.push(buf);
+  // Appended element by element: `push(...ids)` passes every id as an argument and overflows the call stack past
+  // ~10⁵ ids (a 1 MB prompt), which must reach the context check as a 400, not throw a RangeError.
   const tokens: number[] = [];
+  const append = (ids: readonly number[]) => {
+    for (const id of ids) tokens.push(id);
+  };
   pieces.forEach((p, i) => {
-    if (typeof p !== "string") tokens.push(...p);
-    else if (i === 0) tokens.push(...tokenizer.promptTokens(p, { rendered: true }));
-    else if (p !== "") tokens.push(...tokenizer.encode(p));
+    if (typeof p !== "string") append(p);
+    else if (i === 0) append(tokenizer.promptTokens(p, { rendered: true }));
+    else if (p !== "") append(tokenizer.encode(p));
   });
   return { tokens, reused };
 }

@@ -370,7 +370,7 @@ export function gatewayApp(options: GatewayOptions): Gateway {
   let sampler = policy.sampler;
   let plainCalls = 0;
   const created = Math.floor(Date.now() / 1000);
-  const app = createApp(options);
+  const app = createApp(options, (status, message) => openAIError(status, message));
 
   // Every error body is OpenAI's, including those sent outside the gateway's routes (createApp's 401, unknown routes).
   app.addHook("onSend", async (_req, reply, payload) => {

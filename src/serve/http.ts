@@ -3,7 +3,8 @@
  * request-size limit, JSON bodies checked with zod, and errors as `{error: reason}` with a 4xx status — a bad
  * request never becomes a 500.
  */
-import { createServer } from "node:http";
+import { createServer, STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
 
@@ -55,15 +56,40 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
   throw new HttpError(400, reasons.join("; "));
 }
 
+/** The body of an error answered outside a route (`createApp`'s `errorBody`): `{error: message}` unless a server says otherwise. */
+export type ErrorBody = (status: number, message: string) => unknown;
+
 /**
  * A fastify instance with the shared behaviour: bearer-token check (except `GET …/healthz`), `{error}` bodies,
- * JSON parse errors and oversized bodies as 400/413, unknown routes as 404.
+ * JSON parse errors and oversized bodies as 400/413, unknown routes as 404; errors before routing (a path parameter
+ * over fastify's 100 characters: 414, a malformed URL: 400) and on the connection (a request not received within
+ * `requestTimeoutMs`: 408, a malformed request: 400) answered with `errorBody` too, never fastify's own shapes.
+ * @param errorBody the body of an error sent on the raw connection (fastify's hooks do not run there); default
+ *   `{error: message}` (the gateway gives OpenAI's error object)
  */
-export function createApp(options: ServeOptions = {}): FastifyInstance {
+export function createApp(options: ServeOptions = {}, errorBody: ErrorBody = (_status, message) => ({ error: message })): FastifyInstance {
   const requestTimeout = options.requestTimeoutMs ?? 30_000;
   const app = Fastify({
     logger: false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    // Before routing (no route, so no route's hooks): the body is `errorBody`'s.
+    frameworkErrors: (err, _req, reply) => {
+      const e = err as Error & { statusCode?: number; code?: string };
+      const status = e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500 ? e.statusCode : 400;
+      const message = e.code === "FST_ERR_MAX_PARAM_LENGTH" ? "a path parameter (e.g. a rollout id) is longer than 100 characters" : e.message;
+      void (reply as FastifyReply).code(status).send(errorBody(status, message));
+    },
+    // On the connection, before a request exists (no reply, no hooks): written to the socket, then closed.
+    clientErrorHandler: (err: Error & { code?: string }, socket: Socket) => {
+      if (err.code === "ECONNRESET" || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const status = err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : err.code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
+      const message = status === 408 ? `the request was not received within ${requestTimeout} ms` : `malformed request (${err.code ?? err.message})`;
+      const body = JSON.stringify(errorBody(status, message));
+      socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    },
     // Idle keep-alive sockets are closed at shutdown; in-flight requests finish first (graceful SIGTERM).
     forceCloseConnections: "idle",
     // Node checks request timeouts every `connectionsCheckingInterval` (30 s by default): check often enough that a

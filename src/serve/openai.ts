@@ -188,7 +188,7 @@ export function renderChat(messages: readonly ChatRequestMessage[], tokenizer: T
     } else if (m.role === "tool") {
       piece = text.includes(INFORMATION_OPEN.trim()) ? text : informationObservation(text);
     }
-    tokens.push(...tokenizer.encode(piece));
+    for (const id of tokenizer.encode(piece)) tokens.push(id); // not push(...ids): a huge message would overflow the stack
   });
   if (tokens === null) throw new HttpError(400, "messages: expected at least one user message (the question)");
   return tokens;

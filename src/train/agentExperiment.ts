@@ -35,7 +35,7 @@ import { listen } from "../serve/http.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { TRAINER_STATE_FORMAT, loadPolicy, savePolicy, trainerStateText, type TrainerState } from "./checkpoint.ts";
 import { ConfigError, resolveConfig, rewardConfigOf, type ExperimentConfig } from "./config.ts";
-import { RetrievalLog, gradeTranscript } from "./agentReward.ts";
+import { RetrievalLog, gradeTranscript, type RetrievalCall } from "./agentReward.ts";
 import type { RolloutSnapshot } from "../gateway/registry.ts";
 import { checkReward, evalTasks, gptConfigOf, openRun, resumeIntent, silentReporter, type Reporter } from "./experiment.ts";
 import type { AgentFunction } from "./agentRollouts.ts";
@@ -82,6 +82,22 @@ export const AGENT_UNUSED_RL_FIELDS = [
   // issue 16's algorithms run in `arl train`'s loop (src/train/rl.ts), not yet in trainAgent's
   "lossAggMode", "gamma", "lam", "turnRewards", "tis", "tisCap", "filterGroups", "maxGenBatches", "overlongBuffer", "overlongPenalty", "clipRatioC",
 ] as const;
+
+/**
+ * The warning for `AGENT_UNUSED_RL_FIELDS` set away from their defaults (printed by the run and by `--dry-run`), or
+ * undefined when none is.
+ */
+export function agentUnusedFieldsWarning(config: ExperimentConfig): string | undefined {
+  const defaults = resolveConfig({}).rl;
+  const unused = AGENT_UNUSED_RL_FIELDS.filter((k) => JSON.stringify(config.rl[k]) !== JSON.stringify(defaults[k]));
+  if (unused.length === 0) return undefined;
+  return `--agent does not use ${unused.map((k) => `rl.${k} (${JSON.stringify(config.rl[k])})`).join(", ")}: the agent sends its own sampling parameters and the update has no KL term, replay or minibatches`;
+}
+
+/** A search query as the probe compares them: a string lower-cased, whitespace-collapsed and trimmed; anything else "". */
+function normalizeQuery(q: unknown): string {
+  return typeof q === "string" ? q.toLowerCase().replace(/\s+/g, " ").trim() : "";
+}
 
 export { AGENT_DEFAULTS, MIN_AGENT_CONTEXT } from "./agentDefaults.ts";
 
@@ -196,9 +212,8 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   const { run, plan } = openRun(config, { gpt, tokenizer }, resuming, reporter, { overwrite });
   run.writeConfig(config);
   run.writeText("agent.json", `${JSON.stringify({ agent: agentId, deadlineMs, tool: toolSpec })}\n`);
-  const defaults = resolveConfig({}).rl;
-  const unused = AGENT_UNUSED_RL_FIELDS.filter((k) => JSON.stringify(config.rl[k]) !== JSON.stringify(defaults[k]));
-  if (unused.length > 0) reporter.log(`warning: --agent does not use ${unused.map((k) => `rl.${k} (${JSON.stringify(config.rl[k])})`).join(", ")}: the agent sends its own sampling parameters and the update has no KL term, replay or minibatches`);
+  const unusedWarning = agentUnusedFieldsWarning(config);
+  if (unusedWarning !== undefined) reporter.log(`warning: ${unusedWarning}`);
   const resumeStep = plan.rl?.state.step ?? 0;
   // rollouts.jsonl is cut back with the rest: demonstrations and the warm-start evaluation stay when the warm start is whole.
   if (!plan.sft) run.remove("eval-warm.json");
@@ -395,6 +410,8 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
     `warm start: ${options.warmStart !== undefined ? `from ${options.warmStart}` : `${config.sft.steps} SFT steps on teacher demonstrations (${config.sft.counterfactualWorlds} counterfactual worlds)`}; RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} tasks × ${config.rl.groupSize} rollouts over the real world and ${config.rl.counterfactualWorlds} counterfactual ones`,
     `reward: ${Object.entries(rewardConfigOf(config).weights).map(([t, w]) => `${t} ${w}`).join(", ")} (unless the agent reports its own); held-out success: EM graded by the trainer`,
   ];
+  const unusedWarning = agentUnusedFieldsWarning(config);
+  if (unusedWarning !== undefined) lines.push(`warning: ${unusedWarning}`);
   const index = new BM25Index([...world.passages]);
   const retrievals = new RetrievalLog();
   const retrieval = await listen(createWorldsRetrievalApp([index], { onRetrieve: (id, _k, queries, hits) => retrievals.record(id, queries, hits) }));
@@ -406,23 +423,38 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
   const gateway = await startGateway({ policy: { name: "arl/policy", sampler: teacher, tokenizer, contextLength: config.policy.contextLength, maxTokens: config.rl.maxTokensPerTurn }, seed: config.run.seed });
   try {
     const rewardSpec = rewardConfigOf(config);
-    let retrievalsSeen = 0;
+    // What the agent's search tool sent, taken by the grade — or after the rollout when the agent reported its own
+    // reward (then the trainer never grades it, and the probe must still see its retrievals).
+    let served: RetrievalCall[] | undefined;
     const r = await runAgentRollout(
       { agent: options.agent, gateway, rolloutDeadlineMs: options.rolloutDeadlineMs ?? DEFAULT_AGENT_DEADLINE_MS, grade: (t, a, transcript) => {
-        const served = retrievals.take(transcript.id);
-        retrievalsSeen = served.reduce((n, c) => n + c.queries.length, 0);
+        served = retrievals.take(transcript.id);
         return gradeTranscript(t, a, transcript, served, rewardSpec, tool.name);
       } },
       id, task, { ARL_RETRIEVAL_URL: `${retrieval.url}/worlds/0/rollouts/${id}` },
     );
+    served ??= retrievals.take(id);
     if (r.status !== "rewarded") throw new ConfigError([`--agent: the probe rollout (the careful teacher answering through the gateway, question ${JSON.stringify(task.question)}) was dropped: ${r.dropReason} — see examples/agents/README.md for the contract`]);
     const searches = r.calls.reduce((a, c) => a + c.toolCalls.length, 0);
+    const retrievalsSeen = served.reduce((n, c) => n + c.queries.length, 0);
+    const fixTool = `the warm start's teacher calls a tool named ${JSON.stringify(tool.name)} with {${JSON.stringify(tool.queryArg)}: "…"} and the agent must send that query to ARL_RETRIEVAL_URL's /retrieve (top 3) — name your agent's search tool and its query argument with --agent-tool NAME:ARG, give your agent that tool (examples/agents/README.md), or start from a checkpoint of your own with --agent-warm-start`;
     // The warm start's teacher speaks one tool: a problem here means demonstrations the agent cannot follow.
     if (r.calls.some((c) => c.invalid) || searches === 0 || retrievalsSeen === 0) {
-      throw new ConfigError([`--agent: in the probe rollout the agent did not run the teacher's search (${searches} tool call(s) parsed, ${r.calls.filter((c) => c.invalid).length} invalid, ${retrievalsSeen} retrieval request(s)): the warm start's teacher calls a tool named ${JSON.stringify(tool.name)} with {${JSON.stringify(tool.queryArg)}: "…"} and the agent must send that query to ARL_RETRIEVAL_URL's /retrieve (top 3) — name your agent's search tool and its query argument with --agent-tool NAME:ARG, give your agent that tool (examples/agents/README.md), or start from a checkpoint of your own with --agent-warm-start`]);
+      throw new ConfigError([`--agent: in the probe rollout the agent did not run the teacher's search (${searches} tool call(s) parsed, ${r.calls.filter((c) => c.invalid).length} invalid, ${retrievalsSeen} retrieval request(s)): ${fixTool}`]);
+    }
+    // …and the queries it sent must be the teacher's: an agent that reads another argument searches for "" or junk,
+    // and every demonstration would then read passages that do not answer its question.
+    const asked = r.calls.flatMap((c) => c.toolCalls.filter((t) => t.name === tool.name).map((t) => normalizeQuery(t.arguments[tool.queryArg])));
+    const sent = served.flatMap((c) => c.queries.map(normalizeQuery));
+    const lost = asked.filter((q) => !sent.includes(q));
+    if (asked.length === 0 || lost.length > 0) {
+      throw new ConfigError([`--agent: in the probe rollout the agent's searches were not the teacher's queries (the teacher asked ${JSON.stringify(asked)}, the retrieval server received ${JSON.stringify(served.flatMap((c) => c.queries))}): ${fixTool}`]);
     }
     if (r.answer === undefined) {
       throw new ConfigError([`--agent: the probe rollout ended without an answer: a command agent prints {"answer": "…"} as its last stdout line, a module returns {answer} (examples/agents/README.md); without one every rollout scores as unanswered`]);
+    }
+    if (!emCheck(r.answer, task.answers)) {
+      lines.push(`warning: the probe's answer ${JSON.stringify(r.answer)} is not the teacher's (gold ${JSON.stringify(task.answers[0])}): the agent may rewrite or drop the model's final text, and then no demonstration teaches it the answer`);
     }
     lines.push(`agent: probe rollout against the careful teacher: ${r.calls.length} model call(s), ${searches} tool call(s), ${r.segments.length} segment(s), ${r.mismatches} mismatch(es); answer ${JSON.stringify(r.answer ?? null)} (gold ${JSON.stringify(task.answers[0])}), reward ${r.reward!.value}`);
     return lines;

@@ -56,7 +56,10 @@ function killLiveAgents(): void {
 }
 
 function onStopSignal(signal: NodeJS.Signals): void {
+  const n = liveAgents.size;
   killLiveAgents();
+  // The process ends by this signal right after: say what happened and how to go on (nothing else is printed).
+  process.stderr.write(`\nstopped by ${signal}: ${n} running agent process group${n === 1 ? "" : "s"} killed; the run continues from its last checkpoint with --resume\n`);
   process.removeListener("SIGINT", onStopSignal);
   process.removeListener("SIGTERM", onStopSignal);
   process.kill(process.pid, signal);
@@ -137,8 +140,9 @@ export function runAgentCommand(command: string, ctx: AgentContext, options: { t
         try {
           const o = JSON.parse(line) as unknown;
           if (o && typeof o === "object" && !Array.isArray(o)) {
+            // A non-string answer is passed on, for the rollout to drop with its reason (`runAgentRollout`).
             const answer = (o as { answer?: unknown }).answer;
-            done(typeof answer === "string" ? { answer } : {});
+            done(answer === undefined ? {} : ({ answer } as AgentResult));
             return;
           }
         } catch {

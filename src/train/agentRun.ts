@@ -194,6 +194,49 @@ export function agentHackingMetrics(rollouts: ReadonlyArray<{ record: AgentRollo
 }
 
 /**
+ * Grace after the rollout's deadline (ms) for a function agent to settle once `ctx.signal` aborted (an agent that
+ * passes the signal to its client rejects at once); after it the rollout stops waiting for the function.
+ */
+export const FUNCTION_AGENT_ABORT_GRACE_MS = 1_000;
+
+/**
+ * Runs an in-process agent, bounded by the rollout's deadline: its result, or — when it has not settled
+ * `FUNCTION_AGENT_ABORT_GRACE_MS` after `ctx.signal` aborted (it ignores the signal, or awaits something that never
+ * ends) — an error result, so one stuck function never stalls an RL step. The function itself cannot be stopped: it
+ * runs on unobserved in the background, and whatever it sends the gateway later is refused (the rollout is closed).
+ * @rejects with the function's own error when it throws or rejects before that
+ */
+async function functionAgentResult(agent: AgentFunction, ctx: AgentContext, deadlineMs: number): Promise<AgentResult & { error?: string }> {
+  let giveUp: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<AgentResult & { error?: string }>((resolve) => {
+    const onAbort = () => {
+      giveUp = setTimeout(
+        () => resolve({ error: `the agent was still running at the rollout's deadline of ${deadlineMs} ms and did not return within ${FUNCTION_AGENT_ABORT_GRACE_MS} ms of ctx.signal's abort` }),
+        FUNCTION_AGENT_ABORT_GRACE_MS,
+      );
+    };
+    if (ctx.signal.aborted) onAbort();
+    else ctx.signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([agent(ctx).then((r) => r ?? {}), stuck]);
+  } finally {
+    clearTimeout(giveUp);
+  }
+}
+
+/** A short description of a non-string answer for an error message: its type and up to 60 characters of its JSON. */
+function answerGist(answer: unknown): string {
+  let json: string;
+  try {
+    json = JSON.stringify(answer) ?? String(answer);
+  } catch {
+    json = String(answer);
+  }
+  return `${Array.isArray(answer) ? "an array" : answer === null ? "null" : `a ${typeof answer}`} (${json.length > 60 ? `${json.slice(0, 57)}...` : json})`;
+}
+
+/**
  * One rollout: open it, run the agent against its base URL, grade it if the agent did not report, collect it.
  * @param worldEnv what the task's tools need from the rollout's environment (`AgentContext.env`), or a function of the
  *   rollout id giving it
@@ -229,11 +272,15 @@ export async function runAgentRollout(
   try {
     result = typeof options.agent === "string"
       ? await runAgentCommand(options.agent, ctx, { timeoutMs: options.rolloutDeadlineMs })
-      : ((await options.agent(ctx)) ?? {});
+      : await functionAgentResult(options.agent, ctx, options.rolloutDeadlineMs);
   } catch (e) {
     result = { error: `agent threw: ${(e as Error).message}` };
   } finally {
     clearTimeout(timer);
+  }
+  const answer: unknown = result.answer;
+  if (result.error === undefined && answer !== undefined && typeof answer !== "string") {
+    result = { error: `the agent's answer must be a string, got ${answerGist(answer)}` };
   }
   const open = () => reg.status(id) === "open" || reg.status(id) === "finished";
   if (result.error !== undefined) {
