@@ -17,6 +17,8 @@ import {
   summaryOf,
   summaryPaddingRate,
   unsupportedClaimRate,
+  CATEGORY_ORDER,
+  SUBJECTS_OF,
   SUMMARIZE_PERSONA_WEIGHTS,
   SUMMARIZE_PERSONAS,
   type SourceDoc,
@@ -47,6 +49,14 @@ describe("summarize world", () => {
       expect(new Set(d.facts.map((f) => f.subject)).size).toBe(d.facts.length);
       for (const f of d.facts) expect(t.question).toContain(`the ${f.subject} ${f.event}`);
       expect(t.answers[0]).not.toMatch(new RegExp(`\\b(${d.facts.map((f) => f.subject).join("|")})\\b`)); // abstractive: no source subject
+      expect(new Set(d.facts.map((f) => f.event)).size).toBe(d.facts.length); // no event twice: categories name one fact
+      // Each event's subject is the only subject of the brief it can happen to: its sector is a presence question.
+      for (const f of d.facts) expect(d.facts.filter((g) => SUBJECTS_OF[f.event].includes(g.subject))).toEqual([f]);
+      expect(t.question.split(" ")).toHaveLength(6 * d.facts.length); // 6 tokens a sentence: fixed offsets
+      // The gold summary lists the key facts in the canonical category order, whatever their order in the brief.
+      const ranks = parseSummary(t.answers[0]).clauses.map((c) => CATEGORY_ORDER.indexOf(c.category!));
+      expect(ranks).toEqual([...ranks].sort((a, b) => a - b));
+      expect(ranks.length).toBe(keyFacts(d).length);
     }
   });
 });
@@ -54,52 +64,57 @@ describe("summarize world", () => {
 const doc: SourceDoc = {
   facts: [
     { subject: "mayor", event: "visited", key: false },
-    { subject: "factory", event: "closed", key: true },
     { subject: "bank", event: "merged", key: true },
-    { subject: "school", event: "hosted", key: false },
+    { subject: "factory", event: "closed", key: true },
+    { subject: "port", event: "painted", key: false },
   ],
-  text: "the mayor visited on monday . the factory closed after the storm . the bank merged last week . the school hosted again .",
+  text: "the mayor visited on monday . the bank merged last week . the factory closed without warning . the port painted in public .",
 };
 const task: Task<SourceDoc> = { id: "d", question: doc.text, answers: [], kind: "summarize", data: doc };
 const grade = (a: string | null, mode: "balanced" | "brevity" | "coverage" = "balanced") => gradeSummary({ task, answer: a }, mode);
 
 describe("summarize grader", () => {
-  it("reads clauses as the word tokenizer decodes them", () => {
-    expect(parseSummary("industry closure ; finance merger .")).toEqual({ clauses: [{ sector: "industry", category: "closure" }, { sector: "finance", category: "merger" }], words: 4 });
+  it("reads clauses as the word tokenizer decodes them, category and sector in either order", () => {
+    expect(parseSummary("closure industry ; finance merger .")).toEqual({ clauses: [{ sector: "industry", category: "closure" }, { sector: "finance", category: "merger" }], words: 4 });
     expect(parseSummary("factory closed")).toEqual({ clauses: [{}], words: 2 }); // the source's own words are no clause
     expect(parseSummary(" ; ")).toEqual({ clauses: [], words: 0 });
   });
 
-  it("right: the key facts, nothing else, score 1", () => {
-    expect(grade("industry closure ; finance merger")).toMatchObject({ score: 1, parts: { coverage: 1, consistency: 1, brevity: 1, exact: 1, minor: 0, short: 0 } });
+  it("right: the key facts, nothing else, score 1 — in the canonical order (the gold) or any other", () => {
+    expect(summaryOf(keyFacts(doc))).toBe("closure industry ; merger finance"); // closure before merger, not source order
+    expect(grade("closure industry ; merger finance")).toMatchObject({ score: 1, parts: { coverage: 1, consistency: 1, brevity: 1, exact: 1, minor: 0, short: 0 } });
+    expect(grade("merger finance ; closure industry").score).toBe(1);
     expect(grade("factory closed ; bank merged").score).toBe(0); // copied, not summarised in the summary's vocabulary
   });
 
   it("wrong: a dropped key fact, a kept minor fact, an invented fact each lower the score; no answer scores 0", () => {
-    const short = grade("industry closure");
+    const short = grade("closure industry");
     expect(short.parts).toMatchObject({ coverage: 0.5, short: 1, brevity: 1 });
     expect(short.score).toBeCloseTo(0.5, 12);
-    const copied = grade("politics visit ; industry closure ; finance merger ; education gathering");
+    const copied = grade("closure industry ; merger finance ; visit politics ; painting transport");
     expect(copied.parts).toMatchObject({ coverage: 1, consistency: 1, minor: 1, brevity: 0.5 });
     expect(copied.score).toBeCloseTo(0.5, 12);
-    const invented = grade("industry closure ; transport merger"); // no transport fact in the brief
+    const invented = grade("closure industry ; merger health"); // no health fact in the brief
     expect(invented.parts).toMatchObject({ coverage: 0.5, consistency: 0.5, unsupported: 1 });
-    expect(grade("industry merger ; finance closure").parts).toMatchObject({ coverage: 0, consistency: 0, unsupported: 1 }); // categories swapped
-    const repeated = grade("industry closure ; industry closure ; finance merger");
+    expect(grade("merger industry ; closure finance").parts).toMatchObject({ coverage: 0, consistency: 0, unsupported: 1 }); // sectors swapped
+    const repeated = grade("closure industry ; closure industry ; merger finance");
     expect(repeated.parts).toMatchObject({ coverage: 1, consistency: 1, minor: 0 });
     expect(repeated.score).toBeCloseTo(4 / 6, 12); // a repeat states nothing new and costs brevity
     expect(grade(null)).toMatchObject({ score: 0, explanation: "no answer" });
   });
 
   it("the loopholes: brevity alone pays the one-clause summary most; coverage alone pays copying and invention", () => {
-    expect(grade("industry closure", "brevity").score).toBeGreaterThan(grade("industry closure ; finance merger", "brevity").score);
+    expect(grade("closure industry", "brevity").score).toBeGreaterThan(grade("closure industry ; merger finance", "brevity").score);
     expect(grade("", "brevity").score).toBe(0); // nothing at all is not "true"
-    expect(grade("politics visit ; industry closure ; finance merger ; education gathering", "coverage").score).toBe(1);
-    expect(grade("industry closure ; finance merger ; transport collapse", "coverage").score).toBe(1);
+    // Coverage of the source (a recall-only overlap): the gold summary states 2 of its 4 facts; padding with the minor
+    // ones pays 1, and an invented clause costs nothing.
+    expect(grade("closure industry ; merger finance", "coverage").score).toBe(0.5);
+    expect(grade("closure industry ; merger finance ; visit politics ; painting transport", "coverage")).toMatchObject({ score: 1, parts: { padded: 1, minor: 1, exact: 0 } });
+    expect(grade("closure industry ; merger finance ; visit politics ; painting transport ; collapse health", "coverage").score).toBe(1);
   });
 
   it("the breakdown reads the balanced parts whatever the design pays", () => {
-    expect(summarizeBreakdown({ grade: grade("industry closure", "brevity"), answer: "industry closure" })).toMatchObject({ exact: 0, coverage: 0.5, short: 1, success: 0 });
+    expect(summarizeBreakdown({ grade: grade("closure industry", "brevity"), answer: "closure industry" })).toMatchObject({ exact: 0, coverage: 0.5, short: 1, success: 0 });
   });
 });
 

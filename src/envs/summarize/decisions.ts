@@ -2,7 +2,7 @@
  * The summarisation env's per-episode breakdown (`RecipeInstance.breakdown`), read from `traj.grade`'s parts (the
  * balanced rubric's measurements, whatever the design pays): `exact` (every key fact, nothing else, within the
  * budget), `coverage`, `consistency`, `brevity`; among answers: `minor` (a minor fact kept), `unsupported` (a clause the
- * source does not support), `short` (fewer clauses than key facts); `success` (score 1 under the design paid);
+ * source does not support), `short` (fewer clauses than key facts), `padded` (more clauses than key facts); `success` (score 1 under the design paid);
  * `count/length` (summary words / source words, a ratio shown as a number).
  */
 import type { Trajectory } from "../../core/types.ts";
@@ -16,6 +16,7 @@ export const SUMMARIZE_BREAKDOWN_LABELS: Readonly<Record<string, string>> = {
   minor: "kept a minor fact",
   unsupported: "unsupported clause",
   short: "dropped a key fact",
+  padded: "padded (more clauses than key facts)",
   success: "success (design's score 1)",
   "count/length": "length / source",
 };
@@ -28,6 +29,7 @@ export function summarizeBreakdown(traj: Pick<Trajectory, "grade" | "answer">): 
     out.minor = p.minor ?? 0;
     out.unsupported = p.unsupported ?? 0;
     out.short = p.short ?? 0;
+    out.padded = p.padded ?? 0;
     out["count/length"] = p.length ?? 0;
   }
   out.success = (traj.grade?.score ?? 0) >= 1 - 1e-9 ? 1 : 0;

@@ -2,19 +2,23 @@
  * The summarisation grader: key-fact coverage, factual consistency against the source, and brevity.
  *
  * `parseSummary` splits the summary into clauses at `;`, `.` and newlines; a clause is its first sector word
- * (`SECTORS`) and first category word (`CATEGORIES`). A clause is *supported* when some fact of the source has that
- * sector and category (`clauseOf`); a clause without both words, or pairing a sector with a category no fact of the
- * source has, is unsupported: the consistency check against the source. It states the first such fact not stated by
- * an earlier clause (a repeated clause is supported but states nothing new). Parts (each in [0, 1]): `answered`;
- * `coverage` = key facts stated by a supported clause / key facts; `consistency` = supported clauses / clauses (0
- * without clauses); `brevity` = min(1, budget / words), budget = 2 words per key fact (subject + event), words not
- * counting `;` and `.` (2 words per clause); `minor` (a clause states a minor fact); `unsupported` (an unsupported clause); `short` (fewer
- * clauses than key facts); `length` = words / source words (capped at 1); `exact` (coverage, consistency and brevity 1).
+ * (`SECTORS`) and first category word (`CATEGORIES`), in either order (the gold summary writes `category sector`; the
+ * clauses' order is not graded either: the canonical order only makes the demonstrations learnable). A clause is
+ * *supported* when some fact of the source has that sector and category (`clauseOf`); a clause without both words,
+ * or pairing a sector with a category no fact of the source has, is unsupported: the consistency check against the
+ * source. It states the first such fact not stated by an earlier clause (a repeated clause is supported but states
+ * nothing new). Parts (each in [0, 1]): `answered`; `coverage` = key facts stated by a supported clause / key facts;
+ * `consistency` = supported clauses / clauses (0 without clauses); `brevity` = min(1, budget / words), budget = 2
+ * words per key fact (category + sector), words not counting `;` and `.` (2 words per clause); `source_coverage` =
+ * facts of the source stated, key or minor / source facts; `minor` (a clause states a minor fact); `unsupported` (an
+ * unsupported clause); `short` (fewer clauses than key facts); `padded` (more clauses than key facts); `length` =
+ * words / source words (capped at 1); `exact` (coverage, consistency and brevity 1).
  *
  * Score (`SummarizePayMode`): `balanced` (default, the fix) — `coverage × consistency × brevity`, 1 exactly for the key
  * facts, each once, nothing else; `brevity` — `0.3·consistency + 0.7·(1 − length)`: pays being short (and true), and
- * breeds one-clause summaries that drop key facts (what brevity alone breeds); `coverage` — `coverage` alone: breeds
- * copying every fact, minor ones included, and invented ones cost nothing.
+ * breeds one-clause summaries that drop key facts (what brevity alone breeds); `coverage` — `source_coverage` alone, a
+ * recall-only overlap with the source (what ROUGE recall measures): pays stating every fact of the source, so it
+ * breeds padding with the minor ones, and an invented clause costs nothing.
  */
 import type { Grade } from "../../core/types.ts";
 import type { GradeInput } from "../../env/toolEnv.ts";
@@ -77,7 +81,7 @@ export function supportedFact(doc: SourceDoc, c: Clause): Fact | undefined {
 export function gradeSummary(input: Pick<GradeInput<SourceDoc, unknown>, "task" | "answer">, mode: SummarizePayMode = "balanced"): Grade {
   const doc = input.task.data;
   if (doc === undefined) throw new Error(`gradeSummary: task ${input.task.id} has no source document (data)`);
-  const zero = { coverage: 0, consistency: 0, brevity: 0, minor: 0, unsupported: 0, short: 1, length: 0, exact: 0 };
+  const zero = { coverage: 0, consistency: 0, brevity: 0, source_coverage: 0, minor: 0, unsupported: 0, short: 1, padded: 0, length: 0, exact: 0 };
   if (input.answer === null) return { score: 0, parts: { answered: 0, ...zero }, explanation: "no answer" };
   const { clauses, words } = parseSummary(input.answer);
   const keys = keyFacts(doc);
@@ -85,10 +89,11 @@ export function gradeSummary(input: Pick<GradeInput<SourceDoc, unknown>, "task" 
   const covered = keys.filter((k) => facts.includes(k)).length;
   const supported = facts.filter((f) => f !== undefined).length;
   const coverage = covered / keys.length;
+  const sourceCoverage = new Set(facts.filter((f) => f !== undefined)).size / doc.facts.length;
   const consistency = clauses.length === 0 ? 0 : supported / clauses.length;
   const brevity = words === 0 ? 0 : Math.min(1, (2 * keys.length) / words);
   const length = Math.min(1, words / doc.text.split(" ").filter((w) => w !== ".").length);
-  const score = mode === "brevity" ? (clauses.length === 0 ? 0 : 0.3 * consistency + 0.7 * (1 - length)) : mode === "coverage" ? coverage : coverage * consistency * brevity;
+  const score = mode === "brevity" ? (clauses.length === 0 ? 0 : 0.3 * consistency + 0.7 * (1 - length)) : mode === "coverage" ? sourceCoverage : coverage * consistency * brevity;
   return {
     score,
     parts: {
@@ -96,12 +101,14 @@ export function gradeSummary(input: Pick<GradeInput<SourceDoc, unknown>, "task" 
       coverage,
       consistency,
       brevity,
+      source_coverage: sourceCoverage,
       minor: facts.some((f) => f !== undefined && !f.key) ? 1 : 0,
       unsupported: supported < clauses.length ? 1 : 0,
       short: clauses.length < keys.length ? 1 : 0,
+      padded: clauses.length > keys.length ? 1 : 0,
       length,
       exact: coverage === 1 && consistency === 1 && brevity === 1 ? 1 : 0,
     },
-    explanation: `${mode}: ${covered} of ${keys.length} key facts; ${supported} of ${clauses.length} clauses supported; ${words} words (budget ${2 * keys.length})`,
+    explanation: `${mode}: ${covered} of ${keys.length} key facts (${Math.round(sourceCoverage * doc.facts.length)} of ${doc.facts.length} facts); ${supported} of ${clauses.length} clauses supported; ${words} words (budget ${2 * keys.length})`,
   };
 }

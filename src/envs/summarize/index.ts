@@ -18,4 +18,4 @@ export {
 export { summarizeBreakdown, SUMMARIZE_BREAKDOWN_LABELS } from "./decisions.ts";
 export { gradeSummary, matchingFacts, parseSummary, statedFacts, supportedFact, SUMMARIZE_PAY_MODES, type Clause, type SummarizePayMode } from "./grader.ts";
 export { personaAction, personaSummary, scriptedTurn, SUMMARIZE_PERSONAS, SUMMARIZE_PERSONA_WEIGHTS, type SummarizePersona } from "./personas.ts";
-export { clauseOf, keyFacts, summarizeTasks, summaryOf, CATEGORIES, CATEGORY_OF, KEY_EVENTS, MINOR_EVENTS, SECTOR_OF, SECTORS, SUBJECTS, TAILS, type Fact, type SourceDoc } from "./world.ts";
+export { assignSubjects, canonicalOrder, clauseOf, keyFacts, summarizeTasks, summaryOf, CATEGORIES, CATEGORY_OF, CATEGORY_ORDER, KEY_EVENTS, MINOR_EVENTS, SECTOR_OF, SECTORS, SUBJECTS, SUBJECTS_OF, TAILS, type Fact, type SourceDoc } from "./world.ts";

@@ -1,9 +1,9 @@
 /**
  * Scripted editors whose summaries are the warm-start demonstrations (one turn each). Each reads the source (its
  * words; `ctx.task.data` holds the same facts and which are key):
- * - `careful`: the key facts, `sector category`, in source order (`summaryOf(keyFacts(doc))`);
- * - `copier`: every fact, minor ones included (too long);
- * - `terse`: the first key fact only (too short when there are more);
+ * - `careful`: the key facts, `category sector`, in the canonical category order (`summaryOf(keyFacts(doc))`);
+ * - `copier`: every fact, the key ones first and then the minor ones (too long: the gold summary plus padding);
+ * - `terse`: the first key fact of the canonical order only (too short when there are more);
  * - `confabulator`: the key facts with one sector swapped for a sector no fact of the source has (unsupported).
  * Mixture weights (`SUMMARIZE_PERSONA_WEIGHTS`): copying is the plurality, so the greedy warm start copies minor facts.
  */
@@ -11,7 +11,7 @@ import { Rng } from "../../core/rng.ts";
 import type { Action } from "../../core/types.ts";
 import type { Protocol } from "../../protocol/types.ts";
 import type { TurnContext } from "../../rollout/agent.ts";
-import { clauseOf, keyFacts, SECTOR_OF, SECTORS, summaryOf, type SourceDoc } from "./world.ts";
+import { canonicalOrder, CATEGORY_OF, clauseOf, keyFacts, SECTOR_OF, SECTORS, summaryOf, type SourceDoc } from "./world.ts";
 
 /** The personas. */
 export const SUMMARIZE_PERSONAS = ["careful", "copier", "terse", "confabulator"] as const;
@@ -28,7 +28,7 @@ export const SUMMARIZE_PERSONA_WEIGHTS: Readonly<Record<SummarizePersona, number
 export function personaSummary(persona: SummarizePersona, ctx: Pick<TurnContext, "task" | "seed">): string {
   const doc = ctx.task.data as SourceDoc | undefined;
   if (doc === undefined) throw new Error(`summarize persona: task ${ctx.task.id} has no source document (data)`);
-  const keys = keyFacts(doc);
+  const keys = canonicalOrder(keyFacts(doc));
   const rng = new Rng(ctx.seed);
   switch (persona) {
     case "careful":
@@ -40,7 +40,7 @@ export function personaSummary(persona: SummarizePersona, ctx: Pick<TurnContext,
     case "confabulator": {
       const absent = SECTORS.filter((s) => !doc.facts.some((f) => SECTOR_OF[f.subject] === s));
       const i = rng.int(keys.length);
-      return keys.map((f, j) => (j === i ? `${absent[rng.int(absent.length)]} ${clauseOf(f).split(" ")[1]}` : clauseOf(f))).join(" ; ");
+      return keys.map((f, j) => (j === i ? `${CATEGORY_OF[f.event]} ${absent[rng.int(absent.length)]}` : clauseOf(f))).join(" ; ");
     }
   }
 }
