@@ -8,6 +8,9 @@ import { LOSS_AGG_MODES } from "../src/algo/losses.ts";
 import { backendLossOf, lossAggModeOf, RL_LOSS_FNS, TINKER_SERVER_LOSSES, tinkerLossFor } from "../src/algo/policyLoss.ts";
 import { ALGORITHM_DESIGNS } from "../src/lab/designs.ts";
 import { applyOverrides, resolveConfig, RlConfig } from "../src/train/config.ts";
+import { rlPolicyLabel, unusedAlgorithmFields, unusedAlgorithmWarning } from "../src/train/experiment.ts";
+import { algorithmLabel } from "../src/lab/report.ts";
+import { labAlgorithmNote } from "../src/lab/lab.ts";
 
 type Fixture = {
   verl: {
@@ -111,3 +114,53 @@ describe("rl config", () => {
     expect(cfg({ "policy.backend": "tinker", "rl.advantage": "rloo", "rl.tis": "true" }).rl.tis).toBe(true);
   });
 });
+
+describe("rl config: other frameworks' names, ranges, unread fields, labels (issue-16 review)", () => {
+  const cfg = (o: Record<string, string>) => resolveConfig(applyOverrides({}, o));
+  it("a TRL / OpenRLHF / veRL name is told its name here (trl @ 006d32c grpo_config.py loss_type; OpenRLHF advantage_estimator)", () => {
+    expect(() => cfg({ "rl.advantage": "dr_grpo" })).toThrow(/rl\.advantage: expected one of .*, got "dr_grpo" \(TRL's loss_type \/ OpenRLHF's advantage_estimator "dr_grpo" is rl\.advantage drgrpo here/);
+    expect(() => cfg({ "rl.advantage": "reinforce" })).toThrow(/is rl\.advantage reinforce_plus_plus here/);
+    expect(() => cfg({ "rl.advantage": "reinforce_baseline" })).toThrow(/is rl\.advantage reinforce_plus_plus_baseline here/);
+    expect(() => cfg({ "rl.lossAggMode": "dapo" })).toThrow(/TRL's loss_type "dapo" is rl\.lossAggMode token-mean here/);
+    expect(() => cfg({ "rl.lossAggMode": "grpo" })).toThrow(/rl\.lossAggMode seq-mean-token-mean here/);
+    expect(() => cfg({ "rl.lossFn": "vanilla" })).toThrow(/policy_loss\.loss_mode "vanilla" is rl\.lossFn ppo here/);
+    expect(() => cfg({ "rl.lossFn": "sapo" })).toThrow(/"sapo" \(TRL loss_type\) is not implemented here/);
+    expect(() => cfg({ "rl.advantage": "nonsense" })).toThrow(/got "nonsense"$/m); // no hint for an unknown word
+  });
+  it("clip bounds keep the ratio interval around 1; TIS with dro is refused", () => {
+    expect(() => cfg({ "rl.clipLow": "1.5" })).toThrow(/rl\.clipLow: expected a number < 1, got 1\.5/);
+    expect(() => cfg({ "rl.clipHigh": "0" })).toThrow(/rl\.clipHigh: expected a number > 0, got 0/);
+    expect(cfg({ "rl.clipLow": "0", "rl.clipHigh": "0.28" }).rl.clipHigh).toBe(0.28);
+    expect(() => cfg({ "rl.lossFn": "dro", "rl.tis": "true" })).toThrow(/rl\.tis: TIS folds its weight into the advantage, and dro's β penalty carries no advantage/);
+    expect(() => cfg({ "rl.overlongBuffer": "100000" })).toThrow(/veRL asserts max_resp_len ≥ overlong_buffer\.len\), got 100000$/m); // "got" once
+  });
+  it("fields the algorithm never reads are named with the setting that reads them", () => {
+    expect(unusedAlgorithmFields(cfg({}))).toEqual([]);
+    expect(unusedAlgorithmFields(cfg({ "rl.gamma": "0.9", "rl.lam": "0.5", "rl.droBeta": "0.1", "rl.tisCap": "3", "rl.maxGenBatches": "8", "rl.overlongPenalty": "2", "rl.criticUpdates": "2", "rl.gigpoNormStd": "true" }))).toEqual([
+      "rl.gamma 0.9 (read only with rl.advantage reinforce_plus_plus, gae or gigpo)",
+      "rl.lam 0.5 (read only with rl.advantage gae)",
+      "rl.criticUpdates 2 (read only with rl.advantage gae)",
+      "rl.gigpoNormStd true (read only with rl.advantage gigpo)",
+      "rl.droBeta 0.1 (read only with rl.lossFn dro)",
+      "rl.tisCap 3 (read only with rl.tis true)",
+      "rl.maxGenBatches 8 (read only with rl.filterGroups true)",
+      "rl.overlongPenalty 2 (read only with rl.overlongBuffer > 0)",
+    ]);
+    expect(unusedAlgorithmFields(cfg({ "rl.advantage": "gae", "rl.gamma": "0.9", "rl.lam": "0.5", "rl.criticUpdates": "2" }))).toEqual([]);
+    expect(unusedAlgorithmWarning(cfg({ "rl.lam": "0.5" }))).toBe("the algorithm (rl.advantage grpo, rl.lossFn ppo) does not read rl.lam 0.5 (read only with rl.advantage gae)");
+  });
+  it("labels say what trained: the RL row, and a lab design under a lab-wide --rl.advantage", () => {
+    expect(rlPolicyLabel(cfg({}).rl)).toBe("RL (GRPO)"); // unchanged for the default
+    expect(rlPolicyLabel(cfg({ "rl.advantage": "gae" }).rl)).toBe("RL (gae · ppo)");
+    expect(rlPolicyLabel(cfg({ "rl.lossFn": "cispo" }).rl)).toBe("RL (GRPO · cispo)");
+    const grpoDesign = { overrides: {} };
+    const cispoDesign = { overrides: { "rl.lossFn": "cispo", "rl.clipHigh": "0.28" } };
+    expect(algorithmLabel(grpoDesign)).toBe("grpo · ppo");
+    expect(algorithmLabel(grpoDesign, { advantage: "gae", lossFn: "dro" })).toBe("gae · dro");
+    expect(algorithmLabel(cispoDesign, { advantage: "gae", lossFn: "dro" })).toBe("gae · cispo, clipHigh=0.28");
+    const designs: { name: string; overrides: Record<string, string> }[] = [{ name: "grpo", overrides: {} }, { name: "both", overrides: { "rl.advantage": "rloo", "rl.lossFn": "ppo" } }];
+    expect(labAlgorithmNote(cfg({}), designs)).toBeUndefined();
+    expect(labAlgorithmNote(cfg({ "rl.advantage": "gae" }), designs)).toMatch(/^rl\.advantage gae and rl\.lossFn ppo \(the lab's config or flags\) apply to every design that does not set its own: grpo \(/);
+  });
+});
+

@@ -103,3 +103,41 @@ describe("Tinker client: cispo, dro, gspo", () => {
     expect(backendAlgorithmProblem("tinker", { ...rl, lossFn: "ppo", advantage: "gae" })?.field).toBe("advantage");
   });
 });
+
+describe("a loss the server lacks is a config error before training (issue-16 review)", () => {
+  it("tinkerServerFamily detects the fake TuFT; createBackend and --dry-run refuse gspo there, naming what it offers", async () => {
+    const { createBackend, tinkerServerFamily } = await import("../src/train/backends.ts");
+    const { applyOverrides, resolveConfig, SMOKE_OVERRIDES, ConfigError } = await import("../src/train/config.ts");
+    const { dryRun, gptConfigOf, setup } = await import("../src/train/experiment.ts");
+    const fx = loadFixture("tuft");
+    const fake = await startFake(fx, { apiKey: KEY });
+    servers.push(fake);
+    process.env.ALGO_TINKER_KEY = KEY;
+    const base = { ...SMOKE_OVERRIDES, "policy.backend": "tinker", "policy.tinker.baseUrl": fake.url, "policy.tinker.baseModel": "fake/base", "policy.tinker.apiKeyEnv": "ALGO_TINKER_KEY", "policy.tinker.retryForMs": "2000" };
+    const gspo = resolveConfig(applyOverrides({}, { ...base, "rl.lossFn": "gspo" }));
+    expect(await tinkerServerFamily(gspo)).toBe("tuft");
+    const offers = /rl\.lossFn: "gspo" needs the server loss "gspo"; this tuft server offers cispo, cross_entropy, dro, importance_sampling, ppo/;
+    const s = setup(gspo);
+    await expect(createBackend(gspo, gptConfigOf(gspo, s.tokenizer.vocabSize))).rejects.toThrow(offers);
+    await expect(createBackend(gspo, gptConfigOf(gspo, s.tokenizer.vocabSize))).rejects.toBeInstanceOf(ConfigError);
+    await expect(dryRun(gspo)).rejects.toThrow(offers);
+    // What TuFT has passes, and the dry run names the family it found.
+    const cispo = resolveConfig(applyOverrides({}, { ...base, "rl.lossFn": "cispo", "run.dir": "/tmp/arl-algo-tinker-none" }));
+    expect((await dryRun(cispo)).join("\n")).toMatch(/reachable \(a tuft server; rl\.lossFn cispo is one of its losses\)/);
+    // Without RL steps (evaluation, serving) the loss is not needed and not checked.
+    const noRl = resolveConfig(applyOverrides({}, { ...base, "rl.lossFn": "gspo", "rl.steps": "0" }));
+    const be = await createBackend(noRl, gptConfigOf(noRl, s.tokenizer.vocabSize));
+    be instanceof TinkerBackend ? be.close() : undefined;
+  });
+
+  it("a named server family is checked from the config alone", () => {
+    expect(backendAlgorithmProblem("tinker", { lossFn: "gspo", clipLow: 0.2, clipHigh: 0.2, droBeta: 0.05, lossAggMode: "auto", advantage: "grpo" }, "tuft")).toEqual({
+      field: "lossFn",
+      message: expect.stringMatching(/"gspo" needs the server loss "gspo"; this tuft server offers/),
+    });
+    expect(backendAlgorithmProblem("tinker", { lossFn: "gspo", clipLow: 0.2, clipHigh: 0.2, droBeta: 0.05, lossAggMode: "auto", advantage: "grpo" }, "skyrl")).toBeUndefined();
+    // dro's β is one number per request: per-token weights that differ cannot be sent (droDatums).
+    expect(backendAlgorithmProblem("tinker", { lossFn: "dro", clipLow: 0.2, clipHigh: 0.2, droBeta: 0.05, lossAggMode: "seq-mean-token-mean", advantage: "grpo" }, "tuft")?.field).toBe("lossAggMode");
+    expect(backendAlgorithmProblem("tinker", { lossFn: "dro", clipLow: 0.2, clipHigh: 0.2, droBeta: 0.05, lossAggMode: "token-mean", advantage: "grpo" }, "tuft")).toBeUndefined();
+  });
+});

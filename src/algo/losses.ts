@@ -302,8 +302,9 @@ export function droTokenLoss(lp: number, q: number, A: number, beta: number): Po
  * framework secretly brings you off-policy RL training"; verl `rollout_is: token`,
  * `compute_rollout_correction_weights`, verl/trainer/ppo/rollout_corr_helper.py:481-566 @ b178a3c):
  * `w_t = min(exp(π_old_t − q_t), cap)` with π_old the trainer's logprob of the sampled token before the update and
- * q the sampler's, detached, 0 where the mask is 0. veRL multiplies the per-token policy loss by `w`; every loss here
- * is linear in the advantage with a non-negative factor, so `A·w` is the same thing on any backend.
+ * q the sampler's, detached, 0 where the mask is 0. veRL multiplies the per-token policy loss by `w`; ppo, cispo,
+ * gspo and importance_sampling are linear in the advantage with a non-negative factor, so `A·w` is the same thing on
+ * any backend. dro is not (its β penalty carries no A), so `rl.tis` with `dro` is a config error.
  * @param trainerLp `[seq]`, samplerLp `[seq]` (nats), mask `[seq]`
  * @param cap truncation (veRL `rollout_is_threshold`, default 2.0)
  * @throws Error when cap ≤ 0 (as veRL)

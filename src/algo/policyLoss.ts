@@ -106,21 +106,43 @@ export function tinkerLossFor(rl: RlLossFields, family: TinkerServerFamily): Tin
 }
 
 /**
+ * Why `rl` cannot train on a Tinker server of `family` (the `rl` field and the reason naming what that server
+ * offers), or undefined: the server lacks the loss `tinkerLossFor` would send (e.g. `gspo` outside SkyRL), a dual
+ * clip (no server's `ppo` has one), or `dro` with per-token weights that differ (`seq-mean-token-mean`: its β is one
+ * number per request, `droDatums`). Checked from the config when `policy.tinker.server` names the family, and once
+ * the server is detected (`createBackend`, `arl train --dry-run`) — before any training.
+ */
+export function tinkerFamilyProblem(rl: RlLossFields, family: TinkerServerFamily): { field: string; message: string } | undefined {
+  try {
+    tinkerLossFor(rl, family);
+  } catch (e) {
+    const m = /^rl\.(\w+): (.*)$/s.exec((e as Error).message);
+    return m ? { field: m[1], message: m[2] } : { field: "lossFn", message: (e as Error).message };
+  }
+  if (rl.lossFn === "dro" && lossAggModeOf(rl) === "seq-mean-token-mean") {
+    return { field: "lossAggMode", message: 'dro on a Tinker server sends one β per request, so tokens weighted differently ("seq-mean-token-mean") cannot be sent; use token-mean, seq-mean-token-sum or seq-mean-token-sum-norm' };
+  }
+  return undefined;
+}
+
+/**
  * What the Tinker client of this repository sends (src/policy/tinker/backend.ts `forwardBackward`: `tinkerLossFor`'s
  * name and `loss_fn_config`; `dro` with β folded into the normalisation, `droDatums`): every RL loss. Whether the
- * server has it is known once its family is detected, so a loss the server lacks fails at the first update with
- * `tinkerLossFor`'s message naming what that server offers.
+ * server has it is known once its family is known (`policy.tinker.server`, or detected when the backend connects
+ * and by `--dry-run`): a loss the server lacks is then a config error naming what that server offers
+ * (`tinkerFamilyProblem`), before any training.
  */
 export const TINKER_CLIENT_SENDS: readonly RlLossFn[] = RL_LOSS_FNS;
 
 /**
  * Why a config's algorithm cannot run on its backend (the `rl` field and the reason), or undefined. Tinker: the loss
- * must be one the client sends (`TINKER_CLIENT_SENDS`), no dual clip, no `gae` (a value head lives in the embedded GPT).
+ * must be one the client sends (`TINKER_CLIENT_SENDS`), no dual clip, no `gae` (a value head lives in the embedded GPT);
+ * with `server` naming the family (`policy.tinker.server`, not `auto`), also {@link tinkerFamilyProblem}.
  */
-export function backendAlgorithmProblem(backend: "embedded" | "tinker", rl: RlLossFields): { field: string; message: string } | undefined {
+export function backendAlgorithmProblem(backend: "embedded" | "tinker", rl: RlLossFields, server: TinkerServerFamily | "auto" = "auto"): { field: string; message: string } | undefined {
   if (backend !== "tinker") return undefined;
   if (rl.advantage === "gae") {
-    return { field: "advantage", message: '"gae" needs a value head, which only policy.backend embedded has; with tinker use grpo, drgrpo, rloo, opo, grpo_passk, reinforce_plus_plus or reinforce_plus_plus_baseline' };
+    return { field: "advantage", message: '"gae" needs a value head, which only policy.backend embedded has; with tinker use grpo, drgrpo, rloo, opo, grpo_passk, reinforce_plus_plus, reinforce_plus_plus_baseline or gigpo' };
   }
   if (rl.clipRatioC !== undefined) return { field: "clipRatioC", message: "no Tinker-API server's ppo has a dual clip; unset it or use policy.backend embedded" };
   if (!TINKER_CLIENT_SENDS.includes(rl.lossFn)) {
@@ -130,5 +152,5 @@ export function backendAlgorithmProblem(backend: "embedded" | "tinker", rl: RlLo
       message: `"${rl.lossFn}" is not sent by the Tinker client yet (it sends ${TINKER_CLIENT_SENDS.join(", ")}); servers that offer it: ${servers.join(", ") || "none"}; use policy.backend embedded`,
     };
   }
-  return undefined;
+  return server === "auto" ? undefined : tinkerFamilyProblem(rl, server);
 }

@@ -149,7 +149,7 @@ async function envArg(arg: string | undefined): Promise<string | undefined> {
 
 program
   .command("train")
-  .description("Warm start (SFT) + RL (GRPO) on the built-in world, then the held-out summary table")
+  .description("Warm start (SFT) + RL (GRPO by default; rl.advantage, rl.lossFn) on the built-in world, then the held-out summary table")
   .option("-c, --config <file>", "YAML or JSON config (sections: run, env, policy, sft, rl, reward, eval, detectors, lab)")
   .option("--env <name>", "env recipe to train on (`arl envs` lists them; default search); its defaults apply under --config")
   .option("--smoke", "tiny model and budgets (seconds; for tests); its presets apply over --config, dotted flags last")

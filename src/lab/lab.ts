@@ -89,6 +89,19 @@ export function exampleTasks(tasks: readonly Task[], n: number, seed: number): T
 }
 
 /**
+ * A dotted `--rl.advantage` / `--rl.lossFn` (or the config's) applies to every design that does not set its own:
+ * an algorithm design's name then no longer says what it trains. Returns that note, or undefined when the lab's
+ * algorithm is the default (`grpo`, `ppo`) or every design sets both.
+ */
+export function labAlgorithmNote(config: ExperimentConfig, designs: readonly { name: string; overrides: Record<string, string> }[]): string | undefined {
+  const { advantage, lossFn } = config.rl;
+  if (advantage === "grpo" && lossFn === "ppo") return undefined;
+  const under = designs.filter((d) => d.overrides["rl.advantage"] === undefined || d.overrides["rl.lossFn"] === undefined).map((d) => d.name);
+  if (under.length === 0) return undefined;
+  return `rl.advantage ${advantage} and rl.lossFn ${lossFn} (the lab's config or flags) apply to every design that does not set its own: ${under.join(", ")} (the report's "algorithm" column says what each trained)`;
+}
+
+/**
  * Runs a lab: warm start once, then RL per design (`lab.designs`), evaluation, claims, `lab.json` and `report.html`.
  * @returns the lab's results (also written to `lab.json`)
  * Also writes the warm start's held-out episodes (`samples/eval-warm-start-sft.jsonl`) beside each design's.
@@ -103,6 +116,8 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
   const designs = resolveDesigns(config);
   const configs = designs.map((d) => designConfig(config, d)); // validate every design before training anything
   for (const c of configs) checkReward(c);
+  const algorithmNote = labAlgorithmNote(config, designs);
+  if (algorithmNote !== undefined) reporter.log(`note: ${algorithmNote}`);
   const t0 = performance.now();
   const s = setup(config);
   // A model that cannot fit the embedded backend is refused before the lab folder is touched (designs cannot
@@ -173,7 +188,7 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
   const result: LabResult = { ...partial, claims: computeClaims(partial), ...(options.warmStart !== undefined ? { warmStartFrom: options.warmStart } : {}) };
   result.fingerprint = labFingerprint(result);
   lab.writeText("lab.json", JSON.stringify(result, null, 2) + "\n");
-  lab.writeText("report.html", await renderReport(result));
+  lab.writeText("report.html", await renderReport(result, config.rl));
   return result;
 }
 
@@ -213,6 +228,8 @@ export async function runEnvLab(config: ExperimentConfig, recipe: EnvRecipe, rep
   const designs = resolveEnvDesigns(config, recipe);
   const configs = designs.map((d) => designConfig(config, d)); // validate every design before training anything
   for (const c of configs) checkReward(c);
+  const algorithmNote = labAlgorithmNote(config, designs);
+  if (algorithmNote !== undefined) reporter.log(`note: ${algorithmNote}`);
   const t0 = performance.now();
   const s = recipeSetup(config, recipe);
   // Each design's env: the lab's, or its own build when the design changes env.options (same tokenizer and limits).
@@ -290,6 +307,6 @@ export async function runEnvLab(config: ExperimentConfig, recipe: EnvRecipe, rep
   };
   result.fingerprint = labFingerprint(result);
   lab.writeText("lab.json", JSON.stringify(result, null, 2) + "\n");
-  lab.writeText("report.html", await renderEnvReport(result));
+  lab.writeText("report.html", await renderEnvReport(result, config.rl));
   return result;
 }

@@ -99,11 +99,23 @@ export function finalWindowMean(steps: readonly Metrics[], key: string): number 
   return w.reduce((a, b) => a + b, 0) / w.length;
 }
 
-/** The algorithm a design trains: its `rl.advantage` / `rl.lossFn` / other `rl.*` overrides, or `grpo · ppo`. */
-export function algorithmLabel(d: Pick<DesignResult, "overrides">): string {
+/**
+ * The lab's own algorithm, under every design that does not set its own: the lab config's `rl.advantage` and
+ * `rl.lossFn` (a `--rl.advantage gae` flag applies to all designs). Absent → `grpo · ppo`, the defaults.
+ */
+export interface LabAlgorithm {
+  advantage: string;
+  lossFn: string;
+}
+
+/**
+ * The algorithm a design trains: its `rl.advantage` / `rl.lossFn` overrides, else the lab's (`base`, its config's),
+ * else `grpo · ppo`; then its other `rl.*` overrides.
+ */
+export function algorithmLabel(d: Pick<DesignResult, "overrides">, base?: LabAlgorithm): string {
   const o = d.overrides;
-  const adv = o["rl.advantage"] ?? "grpo";
-  const loss = o["rl.lossFn"] ?? "ppo";
+  const adv = o["rl.advantage"] ?? base?.advantage ?? "grpo";
+  const loss = o["rl.lossFn"] ?? base?.lossFn ?? "ppo";
   const extra = Object.entries(o).filter(([k]) => k.startsWith("rl.") && k !== "rl.advantage" && k !== "rl.lossFn").map(([k, v]) => `${k.slice(3)}=${v}`);
   return [`${adv} · ${loss}`, ...extra].join(", ");
 }
@@ -114,26 +126,26 @@ export function algorithmLabel(d: Pick<DesignResult, "overrides">): string {
  * (`hack/kl_ref`, nats/token) and entropy (`train/entropy`, nats), the mean gradient norm over all steps, and RL
  * wall seconds per step (`rlWallMs`; the only cell that is not deterministic). `"n/a"` where a metric is missing.
  */
-export function dynamicsRows(lab: LabResult): string[][] {
-  return dynamicsOf(lab.designs, (d) => d.after.all.em, lab.warmStart.all.em);
+export function dynamicsRows(lab: LabResult, base?: LabAlgorithm): string[][] {
+  return dynamicsOf(lab.designs, (d) => d.after.all.em, lab.warmStart.all.em, base);
 }
 
 /** {@link dynamicsRows} of an env lab: held-out task success (`RecipeRow.success`) in place of EM. Columns {@link ENV_DYNAMICS_HEAD}. */
-export function envDynamicsRows(lab: EnvLabResult): string[][] {
-  return dynamicsOf(lab.designs, (d) => d.after.success, lab.warmStart.success);
+export function envDynamicsRows(lab: EnvLabResult, base?: LabAlgorithm): string[][] {
+  return dynamicsOf(lab.designs, (d) => d.after.success, lab.warmStart.success, base);
 }
 
 /** Columns of {@link envDynamicsRows}. */
 export const ENV_DYNAMICS_HEAD: readonly string[] = ["design", "algorithm", "held-out success %", "Δ success vs warm start (pts)", ...DYNAMICS_HEAD.slice(4)];
 
 /** The dynamics cells of designs whose held-out score (in [0, 1]) is `score`; `warm` the warm start's. */
-function dynamicsOf<D extends Pick<DesignResult, "name" | "steps" | "overrides" | "rlWallMs">>(designs: readonly D[], score: (d: D) => number, warm: number): string[][] {
+function dynamicsOf<D extends Pick<DesignResult, "name" | "steps" | "overrides" | "rlWallMs">>(designs: readonly D[], score: (d: D) => number, warm: number, base?: LabAlgorithm): string[][] {
   const f = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "n/a");
   return designs.map((d) => {
     const gn = d.steps.map((m) => m["train/grad_norm"]).filter((v): v is number => Number.isFinite(v));
     return [
       d.name,
-      algorithmLabel(d),
+      algorithmLabel(d, base),
       f(100 * score(d), 1),
       f(100 * (score(d) - warm), 1),
       f(finalWindowMean(d.steps, "reward/mean"), 3),
@@ -346,8 +358,9 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;border:1px sol
  * All text from the lab is HTML-escaped (trajectories show `<search>` tags as text). Deterministic: the same input
  * gives byte-identical output. Charts are Vega-Lite specs rendered to SVG with vega in Node (~tens of ms each; text
  * widths are estimated — `canvas` is neither needed nor used). Rejects with vega's error if a chart fails to render.
+ * `base`: the lab config's algorithm, named for the designs that do not set their own (`algorithmLabel`).
  */
-export async function renderReport(lab: LabResult): Promise<string> {
+export async function renderReport(lab: LabResult, base?: LabAlgorithm): Promise<string> {
   useEstimatedTextWidths();
   const minutes = (lab.wallMs / 60_000).toFixed(1);
   const sub = [
@@ -371,7 +384,7 @@ export async function renderReport(lab: LabResult): Promise<string> {
   const table = `<table id="final">\n<thead>${head}</thead>\n<tbody>\n${rows.join("\n")}\n</tbody>\n</table>`;
 
   const dynHead = `<tr>${DYNAMICS_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
-  const dynRows = dynamicsRows(lab).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
+  const dynRows = dynamicsRows(lab, base).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
   const dynamics = lab.designs.length === 0 ? "" : `<section id="dynamics"><h2>Training dynamics per design</h2>\n<table id="dynamics-table">\n<thead>${dynHead}</thead>\n<tbody>\n${dynRows.join("\n")}\n</tbody>\n</table>\n</section>`;
   const charts = await chartsSection(lab);
   const firings = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designFirings).join("\n");
@@ -446,8 +459,9 @@ export function envLabTable(lab: EnvLabResult): { head: string[]; rows: string[]
  * dynamics ({@link envDynamicsRows}); charts (reward, grade, tool calls, invalid rate, every `hack/*` metric but the
  * search env's known / unknown guess rates, entropy, KL, grad norm); detector firings; example trajectories before and after RL. Deterministic; rejects with vega's
  * error if a chart fails to render.
+ * `base` as in {@link renderReport}.
  */
-export async function renderEnvReport(lab: EnvLabResult): Promise<string> {
+export async function renderEnvReport(lab: EnvLabResult, base?: LabAlgorithm): Promise<string> {
   useEstimatedTextWidths();
   const sub = [
     `env ${lab.env} (${lab.protocol})`,
@@ -468,7 +482,7 @@ export async function renderEnvReport(lab: EnvLabResult): Promise<string> {
   const rows = t.rows.map((cells) => `<tr>${cells.map((c, i) => (i === 0 || i >= cells.length - 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
   const table = `<table id="final">\n<thead>${head}</thead>\n<tbody>\n${rows.join("\n")}\n</tbody>\n</table>`;
   const dynHead = `<tr>${ENV_DYNAMICS_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
-  const dynRows = envDynamicsRows(lab).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
+  const dynRows = envDynamicsRows(lab, base).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
   const dynamics = lab.designs.length === 0 ? "" : `<section id="dynamics"><h2>Training dynamics per design</h2>\n<table id="dynamics-table">\n<thead>${dynHead}</thead>\n<tbody>\n${dynRows.join("\n")}\n</tbody>\n</table>\n</section>`;
   // The guess rates split the search env's known / unknown facts: other envs' tasks have no such flag (always 0).
   const charts = await chartsSection(lab, ENV_CORE_METRICS, ["hack/guess_rate_known", "hack/guess_rate_unknown"]);

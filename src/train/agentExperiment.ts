@@ -322,7 +322,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
       seed: config.run.seed,
       resume: plan.rl ? { step: plan.rl.state.step, rngState: plan.rl.state.rngState } : undefined,
       lossFn: config.rl.lossFn,
-      lossConfig: { clipLow: config.rl.clipLow, clipHigh: config.rl.clipHigh, normalization: config.rl.advantage === "drgrpo" ? "constant" : "tokens", constantLength: config.rl.maxTokensPerTurn * config.env.maxTurns },
+      lossConfig: { clipLow: config.rl.clipLow, clipHigh: config.rl.clipHigh, ...(config.rl.lossFn === "dro" ? { droBeta: config.rl.droBeta } : {}), normalization: config.rl.advantage === "drgrpo" ? "constant" : "tokens", constantLength: config.rl.maxTokensPerTurn * config.env.maxTurns },
       adam: { learningRate: config.rl.learningRate, gradClip: config.rl.gradClip },
       estimator: config.rl.advantage as AgentEstimator,
       onStep: async (step, m, records, state) => {

@@ -7,15 +7,20 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
-import { TinkerBackend } from "../policy/tinker/backend.ts";
+import { TinkerBackend, TINKER_SDK_WIRE_VERSION } from "../policy/tinker/backend.ts";
+import { TinkerClient } from "../policy/tinker/client.ts";
+import { detectFamily, type TinkerServerFamily } from "../policy/tinker/families.ts";
 import type { TrainingBackend } from "../policy/types.ts";
-import type { ExperimentConfig } from "./config.ts";
+import { tinkerFamilyProblem } from "../algo/policyLoss.ts";
+import { ConfigError, type ExperimentConfig } from "./config.ts";
 
 /**
  * A new backend as the config asks: embedded (fresh weights of `gpt` from `run.seed`, sampling on the
  * `policy.sampler` engine) or a new Tinker model of `policy.tinker.baseModel`; then, when `from` is given, the
  * weights saved there (the embedded files, or the `tinker.json` pointer a Tinker backend's `save` wrote).
- * @throws Error when `from` holds no weights this backend can load, or the Tinker server refuses the model
+ * @throws Error when `from` holds no weights this backend can load, or the Tinker server refuses the model;
+ *   ConfigError `rl.<field>: …` when `rl.steps` > 0 and the detected Tinker server lacks the RL loss
+ *   (`tinkerFamilyProblem`)
  */
 export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, from?: string): Promise<TrainingBackend> {
   if (config.policy.backend === "embedded") {
@@ -41,6 +46,13 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
     server: t.server,
     userMetadata: { run: config.run.name },
   });
+  // What this server lacks is a config error now, before a warm start or evaluation is spent (the family is known
+  // only once detected, unless policy.tinker.server names it: then the config check already refused it).
+  const problem = config.rl.steps > 0 ? tinkerFamilyProblem(config.rl, backend.family) : undefined;
+  if (problem !== undefined) {
+    backend.close();
+    throw new ConfigError([`rl.${problem.field}: ${problem.message}`]);
+  }
   if (from) {
     if (!existsSync(join(from, "tinker.json"))) {
       throw new Error(`checkpoint ${from}: no tinker.json — policy.backend is tinker, but this checkpoint was written by the embedded backend (serve it with \`arl serve trainer --checkpoint ${from}\` and set policy.tinker.baseModel)`);
@@ -53,4 +65,20 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
 /** Releases what a backend holds open (a Tinker session's heartbeats). */
 export function closeBackend(backend: TrainingBackend): void {
   if (backend instanceof TinkerBackend) backend.close();
+}
+
+/**
+ * The family of the config's Tinker server: `policy.tinker.server` when it names one, else detected as
+ * `TinkerBackend.create` detects it (`client/config`, then `detectFamily`'s probes), without opening a session.
+ * @throws TinkerApiError when the server does not answer
+ */
+export async function tinkerServerFamily(config: ExperimentConfig): Promise<TinkerServerFamily> {
+  const t = config.policy.tinker;
+  if (t.server !== "auto") return t.server;
+  const client = new TinkerClient({ baseUrl: t.baseUrl, apiKey: process.env[t.apiKeyEnv], timeoutMs: Math.min(t.timeoutMs, 10_000), retryForMs: 0 });
+  try {
+    return await detectFamily(client, await client.clientConfig(TINKER_SDK_WIRE_VERSION));
+  } finally {
+    client.close();
+  }
 }

@@ -14,6 +14,7 @@ import { REWARD_PRESETS } from "../reward/presets.ts";
 import { DEFAULT_REWARD_OPTIONS, MAX_REWARD_WEIGHT, type RewardConfig as RewardSpec } from "../reward/compose.ts";
 import { DEFAULT_DETECTOR_THRESHOLDS as D } from "../reward/detectors.ts";
 import { ADVANTAGE_ESTIMATORS } from "../algo/estimators.ts";
+import { foreignNameHint } from "../algo/foreignNames.ts";
 import { LOSS_AGG_MODES } from "../algo/losses.ts";
 import { backendAlgorithmProblem, RL_LOSS_FNS } from "../algo/policyLoss.ts";
 
@@ -197,14 +198,14 @@ export const RlConfig = z
     maxTokensPerTurn: intIn(1, SIZE_BOUNDS.contextLength, "Sampled tokens per turn.").default(16),
     learningRate: z.number().positive().default(1e-3).describe("Adam learning rate of RL."),
     lossFn: z.enum(RL_LOSS_FNS).default("ppo").describe("Policy loss: ppo (clipped; Tinker/veRL vanilla), importance_sampling, cispo (clipped detached IS weight), dro (Tinker's quadratic-penalty loss), gspo (PPO clip on the sequence-level length-normalised ratio). docs/algorithms.md."),
-    clipLow: z.number().min(0).default(0.2).describe("PPO clip: ratio ≥ 1 − clipLow (veRL clip_ratio_low)."),
-    clipHigh: z.number().min(0).default(0.2).describe("PPO clip: ratio ≤ 1 + clipHigh (veRL clip_ratio_high; DAPO clip-higher uses 0.28)."),
+    clipLow: z.number().min(0).lt(1).default(0.2).describe("PPO clip: ratio ≥ 1 − clipLow (veRL clip_ratio_low); below 1, so the lower ratio bound stays positive."),
+    clipHigh: z.number().gt(0).default(0.2).describe("PPO clip: ratio ≤ 1 + clipHigh (veRL clip_ratio_high; DAPO clip-higher uses 0.28)."),
     clipRatioC: z.number().gt(1).optional().describe("Dual-clip PPO bound c > 1 (veRL clip_ratio_c, whose default is 3.0): for negative advantages the loss is capped at −c·A. Unset = off (ppo only)."),
     droBeta: z.number().min(0).default(0.05).describe("dro: the quadratic penalty β on (lp − q)² (Tinker loss_fn_config.beta)."),
     lossAggMode: z.enum(["auto", ...LOSS_AGG_MODES]).default("auto").describe("Loss aggregation (veRL loss_agg_mode): token-mean, seq-mean-token-sum, seq-mean-token-mean, seq-mean-token-sum-norm (Dr.GRPO; ÷ maxTokensPerTurn × env.maxTurns); auto = the estimator's (drgrpo: seq-mean-token-sum-norm; gspo: seq-mean-token-mean; else token-mean)."),
     klCoef: z.number().min(0).default(0).describe("k3 KL-to-reference coefficient (0 = off)."),
-    advantage: z.enum(ADVANTAGE_ESTIMATORS).default("grpo").describe("Advantage estimator (veRL algorithm.adv_estimator names): grpo, drgrpo, rloo, opo, grpo_passk, reinforce_plus_plus, reinforce_plus_plus_baseline, gae (needs a value head). docs/algorithms.md."),
-    gamma: z.number().min(0).max(1).default(1).describe("Discount per policy token for reinforce_plus_plus and gae (veRL algorithm.gamma)."),
+    advantage: z.enum(ADVANTAGE_ESTIMATORS).default("grpo").describe("Advantage estimator (veRL algorithm.adv_estimator names): grpo, drgrpo, rloo, opo, grpo_passk, reinforce_plus_plus, reinforce_plus_plus_baseline, gae (needs a value head), gigpo (turn-level, GiGPO). docs/algorithms.md."),
+    gamma: z.number().min(0).max(1).default(1).describe("Discount per policy token for reinforce_plus_plus and gae, per turn for gigpo and per-turn rewards (veRL algorithm.gamma)."),
     lam: z.number().min(0).max(1).default(1).describe("GAE λ (veRL algorithm.lam)."),
     turnRewards: z
       .object({
@@ -379,11 +380,14 @@ export const ExperimentConfig = z
   .strict()
   // The algorithm must exist on the backend (src/algo/policyLoss.ts): e.g. a Tinker server has no value head for gae.
   .superRefine((c, ctx) => {
-    const problem = backendAlgorithmProblem(c.policy.backend, c.rl);
+    const problem = backendAlgorithmProblem(c.policy.backend, c.rl, c.policy.tinker.server);
     if (problem) ctx.addIssue({ code: "custom", path: ["rl", problem.field], message: `${problem.message} (policy.backend ${c.policy.backend})` });
+    if (c.rl.tis && c.rl.lossFn === "dro") {
+      ctx.addIssue({ code: "custom", path: ["rl", "tis"], message: 'TIS folds its weight into the advantage, and dro\'s β penalty carries no advantage (it would stay unweighted); use rl.lossFn ppo, cispo, gspo or importance_sampling with rl.tis, or rl.tis false' });
+    }
     const budget = c.rl.maxTokensPerTurn * c.env.maxTurns;
     if (c.rl.overlongBuffer > budget) {
-      ctx.addIssue({ code: "custom", path: ["rl", "overlongBuffer"], message: `expected at most the episode's token budget rl.maxTokensPerTurn × env.maxTurns = ${budget} (veRL asserts max_resp_len ≥ overlong_buffer.len), got ${c.rl.overlongBuffer}` });
+      ctx.addIssue({ code: "custom", path: ["rl", "overlongBuffer"], message: `expected at most the episode's token budget rl.maxTokensPerTurn × env.maxTurns = ${budget} (veRL asserts max_resp_len ≥ overlong_buffer.len)` });
     }
   });
 
@@ -461,8 +465,11 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
   }
   const shown = showValue(got);
   switch (issue.code) {
-    case "invalid_value":
-      return `${path}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown}`;
+    case "invalid_value": {
+      // A name from TRL / OpenRLHF / veRL configs (src/algo/foreignNames.ts) is told its name here.
+      const hint = path === "rl.advantage" || path === "rl.lossFn" || path === "rl.lossAggMode" ? foreignNameHint(got) : undefined;
+      return `${path}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown}${hint !== undefined ? ` (${hint})` : ""}`;
+    }
     case "unrecognized_keys":
       return `${path || "(top level)"}: unknown field(s) ${issue.keys.join(", ")}`;
     case "too_small":

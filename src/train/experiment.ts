@@ -16,7 +16,8 @@ import { BM25Index } from "../retrieval/bm25.ts";
 import { validateRewardConfig } from "../reward/compose.ts";
 import type { RolloutLimits } from "../rollout/rollout.ts";
 import type { TrainingBackend } from "../policy/types.ts";
-import { createBackend } from "./backends.ts";
+import { createBackend, tinkerServerFamily } from "./backends.ts";
+import { tinkerFamilyProblem } from "../algo/policyLoss.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
 import { loadTokenizer } from "../policy/hf/index.ts";
@@ -76,6 +77,39 @@ export function searchEnvFor(passages: readonly Passage[], config: ExperimentCon
   const index = new BM25Index([...passages]);
   // env.tools (timeouts, retries, concurrency, output cap) and env.faults (injection, off by default) apply here.
   return { index, makeEnv: searchEnvFactory(index, config.env) };
+}
+
+/**
+ * `rl.*` fields set away from their defaults that the configured algorithm never reads (e.g. `rl.lam` without
+ * `gae`, `rl.droBeta` without `dro`, `rl.tisCap` without `rl.tis`), each with the setting that would read it; empty
+ * when none. A typo'd combination then says so at start instead of training something else silently.
+ */
+export function unusedAlgorithmFields(config: ExperimentConfig): string[] {
+  const rl = config.rl;
+  const defaults = resolveConfig({}).rl;
+  const discounted = rl.advantage === "reinforce_plus_plus" || rl.advantage === "gae" || rl.advantage === "gigpo";
+  const readers: Array<[keyof ExperimentConfig["rl"], boolean, string]> = [
+    ["gamma", discounted, "rl.advantage reinforce_plus_plus, gae or gigpo"],
+    ["lam", rl.advantage === "gae", "rl.advantage gae"],
+    ["criticLearningRate", rl.advantage === "gae", "rl.advantage gae"],
+    ["criticUpdates", rl.advantage === "gae", "rl.advantage gae"],
+    ["cliprangeValue", rl.advantage === "gae", "rl.advantage gae"],
+    ["gigpoStepWeight", rl.advantage === "gigpo", "rl.advantage gigpo"],
+    ["gigpoNormStd", rl.advantage === "gigpo", "rl.advantage gigpo"],
+    ["droBeta", rl.lossFn === "dro", "rl.lossFn dro"],
+    ["tisCap", rl.tis, "rl.tis true"],
+    ["maxGenBatches", rl.filterGroups, "rl.filterGroups true"],
+    ["overlongPenalty", rl.overlongBuffer > 0, "rl.overlongBuffer > 0"],
+  ];
+  return readers
+    .filter(([k, read]) => !read && JSON.stringify(rl[k]) !== JSON.stringify(defaults[k]))
+    .map(([k, , by]) => `rl.${k} ${JSON.stringify(rl[k])} (read only with ${by})`);
+}
+
+/** {@link unusedAlgorithmFields} as one warning line, or undefined when every set field is read. */
+export function unusedAlgorithmWarning(config: ExperimentConfig): string | undefined {
+  const unused = unusedAlgorithmFields(config);
+  return unused.length === 0 ? undefined : `the algorithm (rl.advantage ${config.rl.advantage}, rl.lossFn ${config.rl.lossFn}) does not read ${unused.join(", ")}`;
 }
 
 /**
@@ -426,6 +460,16 @@ export async function trainRlOn(
   return { steps, detectors: monitor };
 }
 
+/**
+ * The summary-row label of the RL policy: `RL (GRPO)` with the default `grpo` estimator and `ppo` loss (unchanged
+ * since the first runs), else the estimator and loss as configured, e.g. `RL (gae · ppo)`, `RL (GRPO · cispo)`
+ * (sample files follow: `eval-rl-gae-ppo`).
+ */
+export function rlPolicyLabel(rl: Pick<ExperimentConfig["rl"], "advantage" | "lossFn">): string {
+  const adv = rl.advantage === "grpo" ? "GRPO" : rl.advantage;
+  return rl.lossFn === "ppo" && rl.advantage === "grpo" ? "RL (GRPO)" : `RL (${adv} · ${rl.lossFn})`;
+}
+
 /** A file-name slug of a label: `RL (GRPO)` → `rl-grpo`. */
 export function slug(label: string): string {
   return label.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").toLowerCase();
@@ -589,6 +633,8 @@ export async function runExperiment(
   // A model too large for the embedded backend is refused before the run folder is touched.
   const warning = memoryWarning(checkMemory(config, s));
   if (warning !== undefined) reporter.log(`warning: ${warning}`);
+  const unusedWarning = unusedAlgorithmWarning(config);
+  if (unusedWarning !== undefined) reporter.log(`warning: ${unusedWarning}`);
   const { run, plan } = openRun(config, s, resuming, reporter, options);
   run.writeConfig(config);
   reporter.log(
@@ -605,8 +651,8 @@ export async function runExperiment(
   rows.push(await evalRow("RAG", backend, tasks, "rag", s, config, reporter));
   rows.push(await evalRow("Warm start (SFT)", backend, tasks, "agent", s, config, reporter));
 
-  const rl = await trainRl(backend, demos, s, config, run, reporter, run.checkpoint("sft"), undefined, { resume: plan.rl });
-  rows.push(await evalRow("RL (GRPO)", backend, tasks, "agent", s, config, reporter));
+  const rl = await trainRl(backend, demos, s, config, run, reporter, run.checkpoint("sft"), rlPolicyLabel(config.rl), { resume: plan.rl });
+  rows.push(await evalRow(rlPolicyLabel(config.rl), backend, tasks, "agent", s, config, reporter));
 
   const summary: ExperimentSummary = {
     run: run.path,
@@ -653,7 +699,8 @@ export async function checkDataFile(file: string, kind: "data" | "corpus"): Prom
  * `arl train --dry-run`: validates everything a run needs without training or writing anything — the resolved
  * config and reward, the tokenizer folder, the world and its splits, the embedded model's memory (`checkMemory`:
  * refused past jax-js's 4 GiB wasm heap), the warm-start demonstrations, the Tinker server
- * (`GET <baseUrl>/api/v1/healthz`, 5 s) when `policy.backend` is tinker, data files, the run folder (a run already
+ * (`GET <baseUrl>/api/v1/healthz`, 5 s; its family detected as a run would and the RL loss checked against it,
+ * `tinkerFamilyProblem`) when `policy.backend` is tinker, data files, the run folder (a run already
  * in it, a live process holding it; one that stopped before its first checkpoint would be reused) and — with
  * `resume` — its config and checkpoints (checksums, tokenizer and model shape).
  * @returns lines of a short summary
@@ -699,11 +746,18 @@ export async function dryRun(
     lines.push(`warm start: ${demos.length} demonstrations, ${config.sft.steps} SFT steps`);
   }
   lines.push(`RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} questions × ${config.rl.groupSize} episodes; reward ${Object.entries(rewardConfigOf(config).weights).map(([t, w]) => `${t} ${w}`).join(", ")}`);
+  const unusedWarning = unusedAlgorithmWarning(config);
+  if (unusedWarning !== undefined) lines.push(`warning: ${unusedWarning}`);
   if (config.policy.backend === "tinker") {
     const url = `${config.policy.tinker.baseUrl.replace(/\/+$/, "")}/api/v1/healthz`;
     const problem = await reachable(url, 5000);
     if (problem !== undefined) throw new ConfigError([`policy.tinker.baseUrl: ${config.policy.tinker.baseUrl} is not reachable: ${problem} (expected a Tinker API server, e.g. \`arl serve trainer\`)`]);
-    lines.push(`tinker: ${config.policy.tinker.baseUrl} reachable`);
+    // The server's family decides which RL losses it has: detected here as a run would, so --dry-run refuses what
+    // the first update would (e.g. gspo on a server without it).
+    const family = await tinkerServerFamily(config);
+    const lossProblem = config.rl.steps > 0 ? tinkerFamilyProblem(config.rl, family) : undefined;
+    if (lossProblem !== undefined) throw new ConfigError([`rl.${lossProblem.field}: ${lossProblem.message}`]);
+    lines.push(`tinker: ${config.policy.tinker.baseUrl} reachable (a ${family} server; rl.lossFn ${config.rl.lossFn} is one of its losses)`);
   }
   if (options.data !== undefined) lines.push(`data: ${await checkDataFile(options.data, "data")} questions in ${options.data}`);
   if (options.corpus !== undefined) lines.push(`corpus: ${await checkDataFile(options.corpus, "corpus")} passages in ${options.corpus}`);

@@ -30,6 +30,8 @@ import {
   slug,
   trainRlOn,
   resumeIntent,
+  rlPolicyLabel,
+  unusedAlgorithmWarning,
   warmStart,
   type PolicySetup,
   type Reporter,
@@ -279,6 +281,8 @@ export async function runRecipeExperiment(
   const s = recipeSetup(config, recipe);
   const warning = memoryWarning(checkRecipeMemory(config, s));
   if (warning !== undefined) reporter.log(`warning: ${warning}`);
+  const unusedWarning = unusedAlgorithmWarning(config);
+  if (unusedWarning !== undefined) reporter.log(`warning: ${unusedWarning}`);
   const { run, plan } = openRun(config, s, resuming, reporter, options);
   run.writeConfig(config);
   reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens`);
@@ -293,8 +297,8 @@ export async function runRecipeExperiment(
   rows.push(await evalRecipeRow(`Prompt-driven (${careful}, scripted)`, new ScriptedAgent(s.tokenizer, (ctx) => s.instance.scriptedTurn(careful, ctx)), tasks, s, config, reporter));
   rows.push(await evalRecipeRow("Warm start (SFT)", policyAgent(backend, s, config), tasks, s, config, reporter));
   const worlds = Array.from({ length: config.rl.counterfactualWorlds + 1 }, (_, k) => ({ train: s.instance.train, makeEnv: s.instance.makeEnv(k) }));
-  const rl = await trainRlOn(backend, worlds, [], s, config, run, reporter, run.checkpoint("sft"), "RL (GRPO)", { resume: plan.rl });
-  rows.push(await evalRecipeRow("RL (GRPO)", policyAgent(backend, s, config), tasks, s, config, reporter));
+  const rl = await trainRlOn(backend, worlds, [], s, config, run, reporter, run.checkpoint("sft"), rlPolicyLabel(config.rl), { resume: plan.rl });
+  rows.push(await evalRecipeRow(rlPolicyLabel(config.rl), policyAgent(backend, s, config), tasks, s, config, reporter));
   const summary: RecipeSummary = {
     run: run.path,
     env: recipe.name,
@@ -327,6 +331,8 @@ export async function dryRunRecipe(config: ExperimentConfig, recipe: EnvRecipe, 
     if (unknown !== undefined) lines.push(`warning: ${unknown}`);
   }
   lines.push(`RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} tasks × ${config.rl.groupSize} episodes`);
+  const unusedWarning = unusedAlgorithmWarning(config);
+  if (unusedWarning !== undefined) lines.push(`warning: ${unusedWarning}`);
   const folder = join(config.run.dir, config.run.name);
   const holder = existsSync(join(folder, "config.yaml")) ? lockHolder(folder) : undefined;
   if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder}`]);
