@@ -1,6 +1,6 @@
 /**
  * The long-document tools, bound to one episode's handbook and state: `search({query})` lists the paragraphs that name
- * a facility of the query, in handbook order (its own paragraph and the passing mentions alike: `p2 p5 p7`, or `no
+ * a facility of the query, in handbook order (its own paragraph and the notices naming it alike: `p2 p5 p7`, or `no
  * paragraph matches`); `read({id})` shows one paragraph's text. Ids arrive as the word tokenizer decodes them
  * (`"p 3"`): whitespace is removed. The tool is named `search` with a string `query`, so `Trajectory.searches` counts
  * its calls.
@@ -28,7 +28,7 @@ export function normParagraphId(s: string): string {
 export function searchText(q: HandbookQuestion, query: string): string {
   const words = query.toLowerCase().split(/[^a-z]+/).filter((w) => (FACILITIES as readonly string[]).includes(w));
   if (query.trim() === "") throw new Error("query must not be empty");
-  const hits = q.paragraphs.filter((p) => words.includes(p.facility) || words.includes(p.mentions));
+  const hits = q.paragraphs.filter((p) => p.facilities.some((f) => words.includes(f)));
   return hits.length === 0 ? NO_MATCH : hits.map((p) => p.id).join(" ");
 }
 
