@@ -11,6 +11,7 @@ import { applyOverrides, resolveConfig, RlConfig } from "../src/train/config.ts"
 import { rlPolicyLabel, unusedAlgorithmFields, unusedAlgorithmWarning } from "../src/train/experiment.ts";
 import { algorithmLabel } from "../src/lab/report.ts";
 import { labAlgorithmNote } from "../src/lab/lab.ts";
+import { designConfigs } from "../src/lab/designs.ts";
 
 type Fixture = {
   verl: {
@@ -148,6 +149,18 @@ describe("rl config: other frameworks' names, ranges, unread fields, labels (iss
     ]);
     expect(unusedAlgorithmFields(cfg({ "rl.advantage": "gae", "rl.gamma": "0.9", "rl.lam": "0.5", "rl.criticUpdates": "2" }))).toEqual([]);
     expect(unusedAlgorithmWarning(cfg({ "rl.lam": "0.5" }))).toBe("the algorithm (rl.advantage grpo, rl.lossFn ppo) does not read rl.lam 0.5 (read only with rl.advantage gae)");
+  });
+  it("a lab-wide flag that breaks several designs names each of them", () => {
+    const designs = ["gspo", "cispo", "grpo"].map((n) => ({ name: n, ...ALGORITHM_DESIGNS[n] }));
+    let msg = "";
+    try {
+      designConfigs(cfg({ "rl.clipRatioC": "3" }), designs);
+    } catch (e) {
+      msg = (e as Error).message;
+    }
+    expect(msg).toMatch(/design gspo: rl\.clipRatioC: dual clip applies to rl\.lossFn "ppo" only/);
+    expect(msg).toMatch(/design cispo: rl\.clipRatioC: dual clip applies to rl\.lossFn "ppo" only/);
+    expect(msg).not.toMatch(/design grpo/);
   });
   it("labels say what trained: the RL row, and a lab design under a lab-wide --rl.advantage", () => {
     expect(rlPolicyLabel(cfg({}).rl)).toBe("RL (GRPO)"); // unchanged for the default

@@ -142,6 +142,26 @@ export function designConfig(base: ExperimentConfig, design: LabDesign): Experim
   }
 }
 
+/**
+ * {@link designConfig} of every design, validated all at once: every design's problems in one ConfigError (a
+ * lab-wide flag that breaks several designs names each of them, not only the first).
+ * @throws ConfigError with each failing design's problems, prefixed `design <name>:`
+ */
+export function designConfigs(base: ExperimentConfig, designs: readonly LabDesign[]): ExperimentConfig[] {
+  const problems: string[] = [];
+  const out: ExperimentConfig[] = [];
+  for (const d of designs) {
+    try {
+      out.push(designConfig(base, d));
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      problems.push(...e.problems);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return out;
+}
+
 /** A design of an env lab: a {@link LabDesign} with the detectors it is expected to fire (recipe designs only). */
 export interface EnvLabDesign extends LabDesign {
   /** `RecipeLabDesign.expectedDetectors`; absent for algorithm designs and `lab.define` ones. */

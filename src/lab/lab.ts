@@ -19,7 +19,7 @@ import type { EnvRecipe } from "../env/recipe.ts";
 import { mean, trajectoryEm } from "../train/metrics.ts";
 import { RunDir } from "../train/runDir.ts";
 import { computeClaims, loopholeVerdicts } from "./claims.ts";
-import { designConfig, resolveDesigns, resolveEnvDesigns } from "./designs.ts";
+import { designConfigs, resolveDesigns, resolveEnvDesigns } from "./designs.ts";
 import { labFingerprint } from "./fingerprint.ts";
 import { renderEnvReport, renderReport } from "./report.ts";
 import type { DesignResult, EnvDesignResult, EnvLabResult, EvalSummary, LabResult } from "./types.ts";
@@ -114,7 +114,7 @@ export async function runLab(config: ExperimentConfig, reporter: Reporter = sile
     throw new ConfigError([`env.name: runLab trains the search env's designs; for the ${config.env.name} env use runEnvLab(config, getRecipe("${config.env.name}")) (arl lab --env ${config.env.name})`]);
   }
   const designs = resolveDesigns(config);
-  const configs = designs.map((d) => designConfig(config, d)); // validate every design before training anything
+  const configs = designConfigs(config, designs); // validate every design before training anything
   for (const c of configs) checkReward(c);
   const algorithmNote = labAlgorithmNote(config, designs);
   if (algorithmNote !== undefined) reporter.log(`note: ${algorithmNote}`);
@@ -226,7 +226,7 @@ export function quickEnvLabOverrides(recipe: Pick<EnvRecipe, "smoke">): Record<s
 export async function runEnvLab(config: ExperimentConfig, recipe: EnvRecipe, reporter: Reporter = silentReporter, options: LabOptions = { overwrite: false, quick: false }): Promise<EnvLabResult> {
   if (config.env.name !== recipe.name) throw new ConfigError([`env.name: the config names the ${config.env.name} env, the lab was given the ${recipe.name} recipe`]);
   const designs = resolveEnvDesigns(config, recipe);
-  const configs = designs.map((d) => designConfig(config, d)); // validate every design before training anything
+  const configs = designConfigs(config, designs); // validate every design before training anything
   for (const c of configs) checkReward(c);
   const algorithmNote = labAlgorithmNote(config, designs);
   if (algorithmNote !== undefined) reporter.log(`note: ${algorithmNote}`);
