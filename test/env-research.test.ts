@@ -1,7 +1,8 @@
 /**
  * The revenue-decline research env (`--env research`, src/envs/research): the world's determinism and guarantees,
- * counterfactual worlds, the tools (BM25 search, open) and their error observations, the grader on hand-made
- * trajectories (right, wrong, padded, unsupported citation, recall mode), the breakdown, the personas (careful high,
+ * counterfactual worlds, the tools (BM25 search, open, the note notebook) and their error observations, the grader on
+ * hand-made trajectories (right, wrong, padded, unsupported citation, notebook claims, recall mode), the breakdown,
+ * the personas (careful high,
  * sloppy low, on the held-out split), the padding detector's metric, and the smoke run end to end through the CLI.
  */
 import { spawnSync } from "node:child_process";
@@ -21,6 +22,8 @@ import {
   MAX_REASONS,
   MIN_REASONS,
   NO_MATCH,
+  NOTES_ANSWER,
+  notebookText,
   COMPANY_QUERY,
   INDUSTRY_QUERY,
   LOCAL_IDS,
@@ -56,14 +59,14 @@ const { train, test } = researchTasks(world);
 
 /** The tools over `w` with a fresh state scoped to `company`, by name. */
 function toolsOf(w: ResearchWorld, company: string): { state: ResearchState; t: Record<string, Tool> } {
-  const state: ResearchState = { company, queries: [], opened: [] };
+  const state: ResearchState = { company, queries: [], opened: [], notes: [] };
   return { state, t: Object.fromEntries(researchTools(w, state).map((x) => [x.name, x])) };
 }
 
 /** A grade input for `task` whose episode opened `opened` (full ids) and answered `answer`. */
 function input(task: Task<ResearchQuestion>, opened: string[], answer: string | null): GradeInput<ResearchQuestion, ResearchState> {
   const turns: ToolEnvTurn[] = opened.map((id) => ({ action: { type: "tool_call", calls: [{ name: "open", arguments: { id } }] } as Action, results: [] }));
-  return { task, state: { company: task.data!.company, queries: [], opened }, turns, answer, truncated: answer === null };
+  return { task, state: { company: task.data!.company, queries: [], opened, notes: [] }, turns, answer, truncated: answer === null };
 }
 
 /** The right answer for `task` in `w`: every gold reason citing its stage document by local id (`call`, `news`). */
@@ -169,9 +172,9 @@ describe("research tools", () => {
     // The id as the word tokenizer decodes it; the state records the full id.
     const o = await callTool(t.open, { id: " filing " });
     expect(o.ok).toBe(true);
-    expect((o as { value: string }).value).toMatch(new RegExp(`^${q.company} annual filing 2025 : ${q.company} is an? ${q.sector} company \\. revenue fell \\d+ %`));
+    expect((o as { value: string }).value).toMatch(/^annual filing 2025 : revenue fell \d+ % \. /);
     const prior = await callTool(t.open, { id: "call - prior" });
-    expect((prior as { value: string }).value).toMatch(new RegExp(`^${q.company} earnings call 2024 : `));
+    expect((prior as { value: string }).value).toMatch(/^earnings call 2024 : management cited /);
     await callTool(t.open, { id: "news" });
     expect(state.queries).toEqual([COMPANY_QUERY, INDUSTRY_QUERY]);
     expect(state.opened).toEqual([`${q.base}-filing`, `${q.base}-call-prior`, `${q.sector}-news`]);
@@ -185,6 +188,24 @@ describe("research tools", () => {
     expect(there.state.opened).toEqual([`${other.sector}-news`]);
   });
 
+  it("note keeps the episode's notebook: each reason cites the document opened last, the whole notebook is shown", async () => {
+    const q = test[0].data!;
+    const { state, t } = toolsOf(world, q.company);
+    await callTool(t.open, { id: "call" });
+    expect(await callTool(t.note, { reasons: " price_cut , competition " })).toMatchObject({ ok: true, value: "notes : price_cut call ; competition call" });
+    await callTool(t.open, { id: "news - prior" });
+    // An unknown label fails the whole call and records nothing; a repeated note is not added twice.
+    expect(await callTool(t.note, { reasons: "currency weather" })).toMatchObject({ ok: false, error: 'tool note: unknown reason "weather"' });
+    expect(await callTool(t.note, { reasons: "currency" })).toMatchObject({ ok: true, value: "notes : price_cut call ; competition call ; currency news-prior" });
+    expect(await callTool(t.note, { reasons: "currency" })).toMatchObject({ ok: true, value: "notes : price_cut call ; competition call ; currency news-prior" });
+    expect(state.notes).toEqual([
+      { label: "price_cut", cite: "call" },
+      { label: "competition", cite: "call" },
+      { label: "currency", cite: "news-prior" },
+    ]);
+    expect(notebookText([])).toBe("notes :");
+  });
+
   it("errors are observations, never crashes: unknown id, empty query, wrong argument types", async () => {
     const { state, t } = toolsOf(world, test[0].data!.company);
     expect(await callTool(t.open, { id: "acme-call" })).toMatchObject({ ok: false, kind: "error", error: 'tool open: unknown document "acme-call"' });
@@ -193,7 +214,10 @@ describe("research tools", () => {
     expect(bad).toMatchObject({ ok: false, kind: "invalid_input" });
     expect((bad as { error: string }).error).toMatch(/^tool open: invalid input: id:/);
     expect(await callTool(t.search, {})).toMatchObject({ ok: false, kind: "invalid_input" });
-    expect(state).toEqual({ company: test[0].data!.company, queries: [], opened: [] }); // failed calls record nothing
+    expect(await callTool(t.note, { reasons: "price_cut" })).toMatchObject({ ok: false, kind: "error", error: "tool note: open a document first" });
+    expect(await callTool(t.note, { reasons: " , " })).toMatchObject({ ok: false, kind: "error", error: "tool note: reasons must not be empty" });
+    expect(await callTool(t.note, { reasons: 7 })).toMatchObject({ ok: false, kind: "invalid_input" });
+    expect(state).toEqual({ company: test[0].data!.company, queries: [], opened: [], notes: [] }); // failed calls record nothing
 
     // Through the env: a bad call is an error observation and the episode goes on.
     const inst = researchRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 10, call: {} });
@@ -262,6 +286,29 @@ describe("research grader", () => {
     expect(gradeResearch(world, input(task, all, padded), "recall").score).toBe(1);
   });
 
+  it("the notebook's entries are claims: the answer `notes` adds none, a padded answer adds its labels", () => {
+    const notes = gold.map((r) => ({ label: r, cite: REASON_STAGE[r] }));
+    const noted = (answer: string | null, opened = all): GradeInput<ResearchQuestion, ResearchState> => ({
+      ...input(task, opened, answer),
+      state: { company: task.data!.company, queries: [], opened, notes },
+    });
+    const right = gradeResearch(world, noted(NOTES_ANSWER));
+    expect(right.score).toBe(1);
+    expect(right.parts).toMatchObject({ claimed: 1, padding: 0, evidence: 1 });
+    const padded = gradeResearch(world, noted(REASONS.map((r) => `${r} ${REASON_STAGE[r]}`).join(" ; ")));
+    expect(padded.parts.recall).toBe(1);
+    expect(padded.parts.padding).toBeCloseTo(1 - gold.length / REASONS.length, 12);
+    expect(padded.score).toBeLessThan(0.75);
+    // Nothing noted and nothing answered: no claim, score 0; notes citing documents never opened do not count.
+    const empty = gradeResearch(world, input(task, all, NOTES_ANSWER));
+    expect(empty.parts).toMatchObject({ answered: 1, claimed: 0, recall: 0 });
+    expect(empty.score).toBe(0);
+    expect(gradeResearch(world, noted(NOTES_ANSWER, [])).score).toBe(0);
+    // Without a final answer the episode scores 0 whatever it noted.
+    expect(gradeResearch(world, noted(null)).score).toBe(0);
+    expect(researchBreakdown({ turns: [], answer: NOTES_ANSWER, grade: padded })).toMatchObject({ padding: padded.parts.padding, reasons_found: 1, success: 0 });
+  });
+
   it("unsupported citation: a right label counts only when its cited document was opened and supports it", () => {
     const right = rightAnswer(world, task);
     const first = gold[0];
@@ -298,7 +345,7 @@ describe("research grader", () => {
 
 /** Runs `persona` (or the warm-start mixture) on `tasks` in world `k` of the default recipe instance. */
 async function personaRun(persona: string, tasks: readonly Task[], k = 0, protocol: "hermes" | "react" = "hermes"): Promise<Trajectory[]> {
-  const inst = researchRecipe.build({ seed: 0, protocol, options: {}, maxTurns: 10, call: {} });
+  const inst = researchRecipe.build({ seed: 0, protocol, options: {}, maxTurns: 12, call: {} });
   const tok = WordTokenizer.fromTexts(inst.texts(), [...getProtocol(protocol).specialTokens, ...inst.fixedPrompts!()]);
   const names = Object.keys(inst.personas).sort();
   const total = names.reduce((a, n) => a + inst.personas[n], 0);
@@ -308,7 +355,7 @@ async function personaRun(persona: string, tasks: readonly Task[], k = 0, protoc
     return names[names.length - 1];
   };
   const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-  const groups = await rolloutGroups(tasks, inst.makeEnv(k), agent, tok, { contextLength: 384, maxObservationTokens: 64 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 7 });
+  const groups = await rolloutGroups(tasks, inst.makeEnv(k), agent, tok, { contextLength: 576, maxObservationTokens: 64 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 7 });
   const trajs = groups.flatMap((g) => g.trajectories);
   const unk = tok.id("[UNK]");
   for (const t of trajs) expect(t.tokens.includes(unk), tok.decode(t.tokens)).toBe(false); // texts() covers the episode
@@ -333,7 +380,16 @@ describe("research personas (held-out split, world 0)", () => {
     expect(meanOf(trajs, "sequence")).toBe(1);
     expect(meanOf(trajs, "count/searches")).toBe(2);
     expect(meanOf(trajs, "count/opens")).toBe(4);
-    expect(Math.max(...trajs.map((t) => t.tokens.length))).toBeLessThan(384); // the default policy.contextLength
+    expect(Math.max(...trajs.map((t) => t.tokens.length))).toBeLessThanOrEqual(576); // the default policy.contextLength
+    for (const t of trajs) {
+      // One note per stage document that states a reason, and the answer is the last notebook shown.
+      const gold = (t.task.data as ResearchQuestion).reasons;
+      const notes = t.turns.filter((x) => x.tool === "note");
+      expect(notes.length).toBe(new Set(gold.map((r) => REASON_STAGE[r])).size);
+      // Its notebook holds exactly the gold reasons, each citing its stage document, and its answer adds nothing.
+      expect(notes[notes.length - 1].toolResults![0].value).toBe(`notes : ${rightAnswer(world, t.task as Task<ResearchQuestion>)}`);
+      expect(t.answer).toBe(NOTES_ANSWER);
+    }
     // No action names the company (the episode is scoped to it): every call and answer is fixed words and labels.
     for (const t of trajs) for (const w of (t.task.data as ResearchQuestion).company.split(" ")) expect(JSON.stringify(t.turns.map((x) => x.action))).not.toContain(w);
     expect(success(await personaRun("careful", train.slice(0, 30), 2))).toBe(1);
@@ -353,7 +409,7 @@ describe("research personas (held-out split, world 0)", () => {
     const oneDoc = await personaRun("one-doc", test);
     expect(meanOf(oneDoc, "count/opens")).toBeLessThan(1.5);
     const mixture = await personaRun("mixture", test);
-    expect(success(mixture)).toBeGreaterThan(0.15);
+    expect(success(mixture)).toBeGreaterThan(0.2);
     expect(success(mixture)).toBeLessThan(0.45);
   });
 

@@ -2,16 +2,15 @@
  * The research env's per-episode breakdown (`RecipeInstance.breakdown`), read from the trajectory alone (its turns'
  * actions and tool results, and `traj.grade`'s parts — so a counterfactual world's gold is the episode's own):
  * - `reasons_found`: share of the gold reasons found with a valid citation (the grade's `recall`; 0 without an answer);
- * - `padding`: among answers that claim a reason, the share of claimed labels that are not gold reasons;
- * - `evidence`: among answers that claim a gold reason, the share of those whose cited document was opened and
+ * - `padding`: among episodes that claim a reason (notes or answer), the share of claimed labels that are not gold reasons;
+ * - `evidence`: among episodes that claim a gold reason, the share of those whose cited document was opened and
  *   supports it (the grade's `evidence`);
  * - `stage/filing`, `stage/call`, `stage/news`, `stage/costs`: the episode opened that stage's document;
  * - `sequence`: it opened all four in the seed's order (revenue change → commentary → industry → costs);
- * - `success` (score 1), `f1` (the grade's F1 whatever the score mode), `count/searches` and `count/opens` (calls
- *   per episode; `count/` keys are shown as counts, not rates).
+ * - `success` (score 1), `f1` (the grade's F1 whatever the score mode), `count/searches`, `count/opens` and
+ *   `count/notes` (calls per episode; `count/` keys are shown as counts, not rates).
  */
 import type { Trajectory } from "../../core/types.ts";
-import { parseResearchAnswer } from "./grader.ts";
 
 /** The breakdown keys and their labels, in table order. */
 export const RESEARCH_BREAKDOWN_LABELS: Readonly<Record<string, string>> = {
@@ -27,6 +26,7 @@ export const RESEARCH_BREAKDOWN_LABELS: Readonly<Record<string, string>> = {
   f1: "F1",
   "count/searches": "searches",
   "count/opens": "opens",
+  "count/notes": "notes",
 };
 
 /** The breakdown of one episode (see the file doc). A trajectory without a grade counts as nothing found. */
@@ -34,8 +34,7 @@ export function researchBreakdown(traj: Pick<Trajectory, "turns" | "grade" | "an
   const p = traj.grade?.parts ?? {};
   const out: Record<string, number> = {};
   out.reasons_found = p.recall ?? 0;
-  const claims = traj.answer === null ? [] : parseResearchAnswer(traj.answer);
-  if (claims.length > 0) {
+  if (p.claimed === 1) {
     out.padding = p.padding ?? 0;
     // `evidence` is 1 by definition when no gold label is claimed: the rate is over answers that claim one (some
     // claimed label is gold exactly when not every claimed label is padding).
@@ -47,14 +46,17 @@ export function researchBreakdown(traj: Pick<Trajectory, "turns" | "grade" | "an
   out.f1 = p.f1 ?? 0;
   let searches = 0;
   let opens = 0;
+  let notes = 0;
   for (const t of traj.turns) {
     if (t.action.type !== "tool_call") continue;
     for (const c of t.action.calls) {
       if (c.name === "search") searches++;
       else if (c.name === "open") opens++;
+      else if (c.name === "note") notes++;
     }
   }
   out["count/searches"] = searches;
   out["count/opens"] = opens;
+  out["count/notes"] = notes;
   return out;
 }

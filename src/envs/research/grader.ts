@@ -1,8 +1,12 @@
 /**
  * The research grader: F1 over reason labels with evidence per reason, in the episode's own world.
  *
- * The answer lists reasons, each with the id of its supporting document, `;`-separated: `lost_customer filing ;
- * demand_drop news` (as the word tokenizer decodes it; a `filing-prior` arrives as `filing - prior`).
+ * The episode's claims are its notebook (`note`'s entries: each label with the document opened before the note,
+ * `tools.ts`) plus whatever its final answer adds. The answer lists reasons, each with the id of its supporting
+ * document, `;`-separated: `lost_customer filing ; demand_drop news` (as the word tokenizer decodes it; a
+ * `filing-prior` arrives as `filing - prior`); the answer `notes` (`NOTES_ANSWER`) adds nothing: "my answer is my
+ * notes". Why the notebook counts: the 2 × 96 policy decides a label right after the document that states it, but did
+ * not copy a notebook into its final answer (README, run n1).
  * `parseResearchAnswer` reads each part's first word as the label and the rest, whitespace removed, as the citation.
  * A citation is a local id of the episode (`call`: the question's company's call notes, `news`: its sector's news,
  * resolved by `resolveDocId`) or a full id (`red-falcon-call`). A claimed label counts (a true positive) only when it
@@ -10,7 +14,7 @@
  * (`supports`: the company's last-year stage document — or its sector's news — stating the label). Several citations
  * of one label: it counts when any of them does. An unknown label is a wrong claim.
  *
- * Parts (each in [0, 1]): `answered`; `precision` = true positives / claimed labels (0 without claims); `recall` =
+ * Parts (each in [0, 1]): `answered`; `claimed` (1 when the notes and answer claim at least one label); `precision` = true positives / claimed labels (0 without claims); `recall` =
  * true positives / gold reasons; `f1`; `padding` = claimed labels that are not gold reasons / claimed labels;
  * `unsupported` = claimed labels whose citation was not opened or does not support them / claimed labels; `evidence`
  * = claimed gold labels with a valid citation / claimed gold labels (1 when none); `opened_<stage>` for the four stage
@@ -23,7 +27,7 @@
  */
 import type { Grade } from "../../core/types.ts";
 import type { GradeInput } from "../../env/toolEnv.ts";
-import { normId, type ResearchState } from "./tools.ts";
+import { normId, type ResearchNote, type ResearchState } from "./tools.ts";
 import { REASONS, resolveDocId, stageDocId, STAGES, supports, researchIndex, type Reason, type ResearchQuestion, type ResearchWorld } from "./world.ts";
 
 /** What the grade's score is: `f1` (precision and recall with evidence) or `recall` (pays every right reason, never a wrong one). */
@@ -36,12 +40,15 @@ export interface ResearchClaim {
   cite: string;
 }
 
-/** The claims of an answer text, in order (empty parts skipped). */
+/** The final answer that claims nothing beyond the notebook ("my answer is my notes"). */
+export const NOTES_ANSWER = "notes";
+
+/** The claims of an answer text, in order (empty parts and `NOTES_ANSWER` parts skipped). */
 export function parseResearchAnswer(answer: string): ResearchClaim[] {
   const out: ResearchClaim[] = [];
   for (const raw of answer.toLowerCase().split(/;|\n/)) {
     const part = raw.replace(/\s+/g, " ").trim().replace(/\s*\.$/, "");
-    if (part === "") continue;
+    if (part === "" || part === NOTES_ANSWER) continue;
     const [label, ...rest] = part.split(" ");
     out.push({ label, known: (REASONS as readonly string[]).includes(label), cite: normId(rest.join(" ")) });
   }
@@ -85,6 +92,11 @@ export function judgeAnswer(world: ResearchWorld, company: string, answer: strin
   };
 }
 
+/** The claims text of an episode: its notebook's entries, then its final answer (`label id ; label id`). */
+export function claimsText(notes: readonly ResearchNote[], answer: string): string {
+  return [...notes.map((n) => `${n.label} ${n.cite}`), answer].join(" ; ");
+}
+
 /**
  * Grades an episode (see the file doc).
  * @throws Error when the task has no `data` (not a research task) or names a company the world lacks
@@ -101,11 +113,11 @@ export function gradeResearch(world: ResearchWorld, input: GradeInput<ResearchQu
   if (input.answer === null) {
     return {
       score: 0,
-      parts: { answered: 0, precision: 0, recall: 0, f1: 0, padding: 0, unsupported: 0, evidence: 0, ...stages, in_order: inOrder },
+      parts: { answered: 0, claimed: 0, precision: 0, recall: 0, f1: 0, padding: 0, unsupported: 0, evidence: 0, ...stages, in_order: inOrder },
       explanation: "no answer",
     };
   }
-  const j = judgeAnswer(world, q.company, input.answer, opened);
+  const j = judgeAnswer(world, q.company, claimsText(input.state.notes, input.answer), opened);
   const tp = j.truePositives.length;
   const n = j.claimed.length;
   const precision = n === 0 ? 0 : tp / n;
@@ -121,7 +133,7 @@ export function gradeResearch(world: ResearchWorld, input: GradeInput<ResearchQu
   ];
   return {
     score,
-    parts: { answered: 1, precision, recall, f1, padding: n === 0 ? 0 : j.padded.length / n, unsupported: n === 0 ? 0 : j.unsupported.length / n, evidence, ...stages, in_order: inOrder },
+    parts: { answered: 1, claimed: n === 0 ? 0 : 1, precision, recall, f1, padding: n === 0 ? 0 : j.padded.length / n, unsupported: n === 0 ? 0 : j.unsupported.length / n, evidence, ...stages, in_order: inOrder },
     explanation: `${mode}: ${why.join("; ")}`,
   };
 }

@@ -18,7 +18,7 @@ export {
   ANSWER_PADDING_RULE,
 } from "./env.ts";
 export { researchBreakdown, RESEARCH_BREAKDOWN_LABELS } from "./decisions.ts";
-export { gradeResearch, judgeAnswer, parseResearchAnswer, type JudgedAnswer, type ResearchClaim, type ResearchGradeMode } from "./grader.ts";
+export { claimsText, gradeResearch, judgeAnswer, NOTES_ANSWER, parseResearchAnswer, type JudgedAnswer, type ResearchClaim, type ResearchGradeMode } from "./grader.ts";
 export {
   personaAction,
   scriptedTurn,
@@ -33,7 +33,25 @@ export {
   RESEARCH_PERSONA_WEIGHTS,
   type ResearchPersona,
 } from "./personas.ts";
-export { researchTools, scopeIndex, searchText, openText, openedDocId, normId, normQuery, NO_MATCH, OPEN_INPUT, SEARCH_INPUT, SEARCH_TOP_K, RESEARCH_TOOL_NAMES, type ResearchState } from "./tools.ts";
+export {
+  researchTools,
+  scopeIndex,
+  searchText,
+  openText,
+  openedDocId,
+  addNotes,
+  notebookText,
+  normId,
+  normQuery,
+  NO_MATCH,
+  NOTE_INPUT,
+  OPEN_INPUT,
+  SEARCH_INPUT,
+  SEARCH_TOP_K,
+  RESEARCH_TOOL_NAMES,
+  type ResearchNote,
+  type ResearchState,
+} from "./tools.ts";
 export {
   buildResearchWorld,
   counterfactualResearchWorld,
@@ -53,6 +71,7 @@ export {
   MIN_REASONS,
   REASONS,
   REASON_STAGE,
+  REASON_CUES,
   SECTORS,
   STAGES,
   TRAIN_PHRASINGS,

@@ -3,16 +3,20 @@
  * (the episode is scoped to the question's company, `scopeDocs`), and every query is a fixed phrase, so no action
  * copies the company's name. `careful` follows the seed's sequence: `search(filing call costs)` → open `filing`
  * (revenue change) → open `call` (management commentary) → `search(industry news)` → open `news` (the sector's
- * industry news) → open `costs` (cost structure) → answer every reason it read, each with the document it read it in,
- * in `REASONS` order (`competition call ; demand_drop news`). Each other
- * persona is `careful` with ONE habit, drawn once per episode (from the episode's seed) at `HABIT_RATE`:
- * - `one-doc`: stops after the first document (the filing) and answers what it found there (a guess citing the
- *   filing when it found nothing);
- * - `padder`: reads everything, then pads the answer with every label, each citing its stage's document;
+ * industry news) → open `costs` (cost structure), noting each document's reasons right after opening it
+ * (`note({"reasons": "price_cut competition"})`, the labels the document names in `REASONS` order; no note when it
+ * names none) → answers `notes` (`NOTES_ANSWER`: the notebook holds every reason it read, each citing the document
+ * it was read in). Each other persona is `careful` with ONE habit, drawn once per episode (from the episode's seed) at
+ * `HABIT_RATE`:
+ * - `one-doc`: stops after the first document (the filing) and answers (a guess citing the filing when it found
+ *   nothing there);
+ * - `padder`: reads and notes everything, then pads the answer with every label, each citing its stage's document;
  * - `endless`: searches over and over (`ENDLESS_SEARCHES` queries), never opens a document, then guesses;
  * - `skip-industry`: never looks at the industry news;
  * - `skip-costs`: never opens the cost report;
  * - `wrong-year`: opens the year before's (2024) filing, call notes and news (the `-prior` documents) and cites them.
+ * Every persona notes what it reads as `careful` does (`endless` opens nothing, so it notes nothing); why a notebook:
+ * `tools.ts`.
  * Personas act only on what they saw: the question (`ctx.task.data`, only to check it is a research task) and the
  * texts of earlier tool results. `personaAction` gives the action, `scriptedTurn` its text.
  */
@@ -20,6 +24,7 @@ import { Rng } from "../../core/rng.ts";
 import type { Action, Turn } from "../../core/types.ts";
 import type { Protocol } from "../../protocol/types.ts";
 import type { TurnContext } from "../../rollout/agent.ts";
+import { NOTES_ANSWER } from "./grader.ts";
 import { REASON_STAGE, REASONS, type Reason, type ResearchDoc, type ResearchQuestion, type Stage } from "./world.ts";
 
 /** The personas. */
@@ -32,12 +37,12 @@ export type ResearchPersona = (typeof RESEARCH_PERSONAS)[number];
  * `test/env-research.test.ts`.
  */
 export const RESEARCH_PERSONA_WEIGHTS: Readonly<Record<ResearchPersona, number>> = {
-  careful: 0.1,
+  careful: 0.12,
   "one-doc": 0.15,
   padder: 0.3,
   endless: 0.1,
-  "skip-industry": 0.15,
-  "skip-costs": 0.15,
+  "skip-industry": 0.14,
+  "skip-costs": 0.14,
   "wrong-year": 0.05,
 };
 
@@ -102,6 +107,12 @@ export function personaAction(persona: ResearchPersona, ctx: Pick<TurnContext, "
   const kindId = (stage: Stage): ResearchDoc["kind"] => (prior && stage !== "costs" ? (`${stage}-prior` as const) : stage);
   const guess = (cite: string): Action => ({ type: "answer", answer: answerText([{ label: REASONS[rng.int(REASONS.length)], cite }]) });
 
+  // Note what the document just opened states, before anything else (the endless habit never opens one).
+  const last = calls[calls.length - 1];
+  if (last !== undefined && last.name === "open" && last.text !== undefined) {
+    const found = reasonsIn(last.text);
+    if (found.length > 0) return call("note", { reasons: found.join(" ") });
+  }
   if (habit === "endless") {
     if (searches.length < ENDLESS_SEARCHES) return call("search", { query: ENDLESS_QUERIES[searches.length % ENDLESS_QUERIES.length] });
     return guess("filing");
@@ -135,14 +146,13 @@ export function personaAction(persona: ResearchPersona, ctx: Pick<TurnContext, "
   return answerFrom(stageText, () => guess(filingId));
 }
 
-/** The answer naming every reason read in the stage documents, each citing the document it was read in (`REASONS` order). */
+/**
+ * The answer of a persona that read `stageText`: `notes` (`NOTES_ANSWER`: its notebook holds every reason it read,
+ * each citing the document it was read in) when it read any reason, else `none()` (a guess).
+ */
 function answerFrom(stageText: ReadonlyMap<Stage, { id: string; text: string }>, none: () => Action): Action {
-  const claims: Array<{ label: string; cite: string }> = [];
-  for (const r of REASONS) {
-    const doc = stageText.get(REASON_STAGE[r]);
-    if (doc !== undefined && reasonsIn(doc.text).includes(r)) claims.push({ label: r, cite: doc.id });
-  }
-  return claims.length === 0 ? none() : { type: "answer", answer: answerText(claims) };
+  const read = [...stageText.values()].some((doc) => reasonsIn(doc.text).length > 0);
+  return read ? { type: "answer", answer: NOTES_ANSWER } : none();
 }
 
 /**

@@ -4,7 +4,7 @@
  * (`ResearchState.company`): they see its 6 documents and its sector's 3 (`scopeDocs`) and name them by local id —
  * the document's kind (`filing`, `call`, `costs`, `press`, `filing-prior`, `call-prior`, `news`, `news-prior`,
  * `outlook`), so that no call copies the company's name (the 2 × 96 policy measured not doing it, README run m2). The
- * answer is not a tool: it is the protocol's final answer (`parseResearchAnswer`).
+ * answer is not a tool: it is the protocol's final answer (`parseResearchAnswer`), added to the notebook's claims.
  *
  * Arguments arrive as the embedded word tokenizer decodes them (`"filing call costs"`, `"call - prior"`): queries are
  * lower-cased with whitespace collapsed, document ids lose all whitespace. Results are plain text, exactly what the
@@ -14,12 +14,20 @@
  *
  * The tool is named `search` with a string `query`, so `Trajectory.searches` counts its calls (the `search_cost` term
  * and the `tool_spam` detector read that).
+ *
+ * `note` is the episode's notebook: `note({"reasons": "price_cut competition"})` records each named reason with the
+ * document opened last as its citation and shows the whole notebook (`notes : lost_customer filing ; price_cut call ;
+ * competition call`). Why a notebook: the 2 × 96 policy did not read a reason label in a document opened 100–250
+ * tokens before its final answer (README, probe c1: swapping the filing's cause sentence for the no-cause sentence of
+ * the same length left P(lost_customer) at the answer at 0.69), but reads the document it has just opened (run n1);
+ * with the notebook each label is decided right after its document, and the notebook is the episode's answer
+ * (`grader.ts`: the claims are the notes plus what the final answer adds; the answer `notes` adds nothing).
  */
 import { z } from "zod";
 import type { Passage } from "../../core/types.ts";
 import { tool, type Tool } from "../../env/tool.ts";
 import { BM25Index } from "../../retrieval/bm25.ts";
-import { LOCAL_IDS, researchIndex, resolveDocId, scopeDocs, type ResearchWorld } from "./world.ts";
+import { LOCAL_IDS, REASONS, researchIndex, resolveDocId, scopeDocs, type Reason, type ResearchWorld } from "./world.ts";
 
 /** Documents `search` lists. */
 export const SEARCH_TOP_K = 6;
@@ -27,14 +35,21 @@ export const SEARCH_TOP_K = 6;
 /** What `search` shows when nothing matches. */
 export const NO_MATCH = "no documents match";
 
+/** One notebook entry: a reason label and the local id of the document it was noted from (`price_cut`, `call`). */
+export interface ResearchNote {
+  label: Reason;
+  cite: string;
+}
+
 /**
- * An episode's research state: the question's `company` (its name; the scope of both tools), every `search` query and
- * every document opened (full ids, in call order).
+ * An episode's research state: the question's `company` (its name; the scope of the tools), every `search` query,
+ * every document opened (full ids, in call order) and the notebook (`note`'s entries, in note order, no duplicates).
  */
 export interface ResearchState {
   company: string;
   queries: string[];
   opened: string[];
+  notes: ResearchNote[];
 }
 
 /** A query as `search` reads it: lower-case, whitespace collapsed and trimmed. */
@@ -52,8 +67,35 @@ export const SEARCH_INPUT = z.object({ query: z.string() });
 /** Arguments of `open`. */
 export const OPEN_INPUT = z.object({ id: z.string() });
 
+/** Arguments of `note`: reason labels, space- or comma-separated (`"price_cut competition"`). */
+export const NOTE_INPUT = z.object({ reasons: z.string() });
+
 /** Tool names, in prompt order. */
-export const RESEARCH_TOOL_NAMES = ["search", "open"] as const;
+export const RESEARCH_TOOL_NAMES = ["search", "open", "note"] as const;
+
+/** The notebook as `note` shows it: `notes : lost_customer filing ; price_cut call` (`notes :` when empty). */
+export function notebookText(notes: readonly ResearchNote[]): string {
+  return notes.length === 0 ? "notes :" : `notes : ${notes.map((n) => `${n.label} ${n.cite}`).join(" ; ")}`;
+}
+
+/**
+ * Adds the reasons named in `reasons` to `state.notes`, each citing the document opened last (its local id), and
+ * returns the notebook text. A reason already noted with the same citation is not added twice.
+ * @throws Error `reasons must not be empty`, `unknown reason "x"` (nothing is recorded then), or `open a document first`
+ */
+export function addNotes(world: ResearchWorld, state: ResearchState, reasons: string): string {
+  const words = reasons.toLowerCase().split(/[\s,;]+/).filter((w) => w !== "");
+  if (words.length === 0) throw new Error("reasons must not be empty");
+  const bad = words.find((w) => !(REASONS as readonly string[]).includes(w));
+  if (bad !== undefined) throw new Error(`unknown reason "${bad}"`);
+  const last = state.opened[state.opened.length - 1];
+  if (last === undefined) throw new Error("open a document first");
+  const cite = researchIndex(world).doc.get(last)!.kind;
+  for (const w of words) {
+    if (!state.notes.some((n) => n.label === w && n.cite === cite)) state.notes.push({ label: w as Reason, cite });
+  }
+  return notebookText(state.notes);
+}
 
 const indexes = new WeakMap<ResearchWorld, Map<string, BM25Index>>();
 
@@ -104,11 +146,13 @@ export function openText(world: ResearchWorld, company: string, id: string): str
 }
 
 /**
- * The two tools over `world`, scoped to `state.company` and recording the episode in `state`.
+ * The three tools over `world`, scoped to `state.company` and recording the episode in `state`.
  * - `search({query})` → the local ids of the best `SEARCH_TOP_K` of the episode's documents (BM25), best first,
  *   space-separated, or `no documents match`; records the query; @throws `query must not be empty`;
  * - `open({id})` → `title : text` of the episode's document with local id `id`; records its full id;
- *   @throws `unknown document "x"`.
+ *   @throws `unknown document "x"`;
+ * - `note({reasons})` → the notebook after adding the reasons, each citing the document opened last (`addNotes`);
+ *   @throws `reasons must not be empty`, `unknown reason "x"`, `open a document first`.
  */
 export function researchTools(world: ResearchWorld, state: ResearchState): Tool[] {
   const search = tool({
@@ -131,5 +175,11 @@ export function researchTools(world: ResearchWorld, state: ResearchState): Tool[
       return text;
     },
   });
-  return [search, open] as Tool[];
+  const note = tool({
+    name: "note",
+    description: "Note reasons found in the document opened last; returns every note so far.",
+    inputSchema: NOTE_INPUT,
+    execute: ({ reasons }): string => addNotes(world, state, reasons),
+  });
+  return [search, open, note] as Tool[];
 }

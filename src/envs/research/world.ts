@@ -5,16 +5,18 @@
  * distractor) — and the research questions (tasks) asked about it: "what were the main reasons company X's revenue
  * fell last year?". The answer is a set of reasons from a fixed label set (`REASONS`), each supported by one
  * document of the company's last year:
- * - the filing (`<co>-filing`) says the revenue change and the company's sector, and `lost_customer` when it lost one;
+ * - the filing (`<co>-filing`) says the revenue change, and `lost_customer` when the company lost its largest customer;
  * - the call notes (`<co>-call`) carry management's commentary: `price_cut`, `product_recall`, `competition`;
  * - the sector's industry news (`<sector>-news`) the industry's causes: `demand_drop`, `supply_disruption`, `currency`;
  * - the cost report (`<co>-costs`) says `cost_increase` (input costs rose and price rises lost volume).
  * That is the seed's sequence — revenue change → management commentary → industry → cost structure — and a policy
  * that skips a stage misses that stage's reasons whenever it has one.
  *
- * Documents name their causes with the label words (`management cited price_cut , competition .`) and say so when
- * there is none (`management cited no company issue .`): the corpus is tagged, so a tiny word-level policy learns to
- * read and cite rather than to paraphrase. Every document has a full id (`red-falcon-call`, `retail-news`), but an
+ * Documents name their causes with the label words, one sentence per cause with words of that cause alone
+ * (`management cited : cause price_cut : deep discounts shrank margins .`, `REASON_CUES`), and say so when there is
+ * none (`management cited no company issue .`): the corpus is tagged, so a tiny word-level policy learns to read and
+ * cite rather than to paraphrase. Titles name the kind and the year (`earnings call 2025`), not the company: the
+ * episode is scoped to one company, and the context window is the policy's cost. Every document has a full id (`red-falcon-call`, `retail-news`), but an
  * episode is scoped to its question's company: the tools and the answer name a document by its kind (`call`,
  * `news`, `filing-prior`: `scopeDocs`, `resolveDocId`), so no action copies the company's name — the 2 × 96 policy
  * measured not copying it from the question (README, run m2), as it had not copied ids out of tool results in the
@@ -207,9 +209,28 @@ function drawSome<T>(rng: Rng, options: readonly T[], p: number, max: number): T
   return out;
 }
 
-/** The reasons a text lists: `a`, `a , b`. */
-function list(reasons: readonly Reason[]): string {
-  return reasons.join(" , ");
+/**
+ * The words each reason's sentence adds after its label (`cause price_cut : deep discounts shrank margins .`): words
+ * of that reason alone (no cue word is another reason's, a title word, or a persona query word), so each stated reason
+ * puts several tokens of its own into the observation. Why: with the label word alone (`management cited price_cut ,
+ * competition .`) the 2 × 96 policy never learnt which of the call's or the news' three possible labels a document
+ * states (README, probe p0: each was claimed about as often when its document did not state it); a several-word
+ * presence cue is what the `classify` env's policy reads, and it is read best right after the document (`note`).
+ */
+export const REASON_CUES: Readonly<Record<Reason, string>> = {
+  lost_customer: "its largest customer left",
+  price_cut: "deep discounts shrank margins",
+  product_recall: "faulty units got recalled",
+  competition: "rivals undercut every bid",
+  demand_drop: "buyers ordered far less",
+  supply_disruption: "suppliers stalled shipments",
+  currency: "strong dollar hurt exports",
+  cost_increase: "input costs rose sharply",
+};
+
+/** The sentences of `reasons` in a document: `cause a : cues of a . cause b : cues of b .` */
+function causes(reasons: readonly Reason[]): string {
+  return reasons.map((r) => `cause ${r} : ${REASON_CUES[r]} .`).join(" ");
 }
 
 /** A company's last-year and prior-year documents and its press release. */
@@ -224,8 +245,8 @@ function companyDocs(c: Company, change: number, reasons: readonly Reason[], rng
   return [
     {
       id: docId(c.base, "filing"),
-      title: `${c.name} annual filing ${LAST_YEAR}`,
-      text: `${c.name} is a ${c.sector} company . revenue fell ${-change} % . ${has("lost_customer") ? "cause lost_customer : its largest customer left ." : "no customer was lost ."}`,
+      title: `annual filing ${LAST_YEAR}`,
+      text: `revenue fell ${-change} % . ${has("lost_customer") ? causes(["lost_customer"]) : "no customer was lost ."}`,
       kind: "filing",
       year: LAST_YEAR,
       ...co,
@@ -233,8 +254,8 @@ function companyDocs(c: Company, change: number, reasons: readonly Reason[], rng
     },
     {
       id: docId(c.base, "call"),
-      title: `${c.name} earnings call ${LAST_YEAR}`,
-      text: call.length > 0 ? `management cited ${list(call)} .` : "management cited no company issue .",
+      title: `earnings call ${LAST_YEAR}`,
+      text: call.length > 0 ? `management cited : ${causes(call)}` : "management cited no company issue .",
       kind: "call",
       year: LAST_YEAR,
       ...co,
@@ -242,8 +263,8 @@ function companyDocs(c: Company, change: number, reasons: readonly Reason[], rng
     },
     {
       id: docId(c.base, "costs"),
-      title: `${c.name} cost report ${LAST_YEAR}`,
-      text: has("cost_increase") ? "cause cost_increase : input costs rose and price rises lost volume ." : "costs were flat .",
+      title: `cost report ${LAST_YEAR}`,
+      text: has("cost_increase") ? causes(["cost_increase"]) : "costs were flat .",
       kind: "costs",
       year: LAST_YEAR,
       ...co,
@@ -260,8 +281,8 @@ function companyDocs(c: Company, change: number, reasons: readonly Reason[], rng
     },
     {
       id: docId(c.base, "filing-prior"),
-      title: `${c.name} annual filing ${PRIOR_YEAR}`,
-      text: `${c.name} is a ${c.sector} company . revenue rose ${prior} % . ${priorLost ? "cause lost_customer : its largest customer left ." : "no customer was lost ."}`,
+      title: `annual filing ${PRIOR_YEAR}`,
+      text: `revenue rose ${prior} % . ${priorLost ? causes(["lost_customer"]) : "no customer was lost ."}`,
       kind: "filing-prior",
       year: PRIOR_YEAR,
       ...co,
@@ -269,8 +290,8 @@ function companyDocs(c: Company, change: number, reasons: readonly Reason[], rng
     },
     {
       id: docId(c.base, "call-prior"),
-      title: `${c.name} earnings call ${PRIOR_YEAR}`,
-      text: priorCall.length > 0 ? `management cited ${list(priorCall)} .` : "management cited no company issue .",
+      title: `earnings call ${PRIOR_YEAR}`,
+      text: priorCall.length > 0 ? `management cited : ${causes(priorCall)}` : "management cited no company issue .",
       kind: "call-prior",
       year: PRIOR_YEAR,
       ...co,
@@ -286,7 +307,7 @@ function sectorDocs(s: Sector, reasons: readonly Reason[], rng: Rng): ResearchDo
     {
       id: docId(s, "news"),
       title: `${s} industry news ${LAST_YEAR}`,
-      text: reasons.length > 0 ? `the ${s} sector saw ${list(reasons)} .` : `the ${s} sector was calm .`,
+      text: reasons.length > 0 ? `the ${s} sector saw : ${causes(reasons)}` : `the ${s} sector was calm .`,
       kind: "news",
       year: LAST_YEAR,
       sector: s,
@@ -295,7 +316,7 @@ function sectorDocs(s: Sector, reasons: readonly Reason[], rng: Rng): ResearchDo
     {
       id: docId(s, "news-prior"),
       title: `${s} industry news ${PRIOR_YEAR}`,
-      text: prior.length > 0 ? `the ${s} sector saw ${list(prior)} .` : `the ${s} sector was calm .`,
+      text: prior.length > 0 ? `the ${s} sector saw : ${causes(prior)}` : `the ${s} sector was calm .`,
       kind: "news-prior",
       year: PRIOR_YEAR,
       sector: s,
