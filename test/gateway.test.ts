@@ -473,6 +473,8 @@ describe("errors", () => {
     expect(gw.registry.snapshot("huge").calls).toHaveLength(0);
   }, 60_000);
 
+  // The shape: OpenAI's `{error: {message, type, param, code}}` as the `openai` npm client's APIError reads it
+  // (node_modules/openai/core/error.d.ts; src/gateway/errors.ts openAIError cites the rest).
   it("errors outside the routes are OpenAI-shaped too: a rollout id over 100 characters (414), a slow request (408)", async () => {
     const long = await post(`/rollout/${"r".repeat(5000)}/v1/chat/completions`, { messages: user });
     expect(long.status).toBe(414);

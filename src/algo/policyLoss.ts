@@ -77,31 +77,23 @@ export interface TinkerLoss {
  * The Tinker loss for `rl` on a server of `family`. Clip bounds always go in `loss_fn_config` as absolute ratios
  * (`clip_low_threshold = 1 − clipLow`): the servers' own cispo defaults differ (TuFT 0.9/1.1, verl-tinker 0/4).
  * `dro` sends `beta` (verl-tinker requires it; TuFT defaults to 0.01).
- * @throws Error naming the field and what the server offers when it has no such loss (`gspo` outside SkyRL; dual
- *   clip, which no server's `ppo` has)
+ * @throws Error `rl.<field>: …` from {@link tinkerFamilyProblem}, naming what the server offers, when it has no such
+ *   loss (`gspo` outside SkyRL) or a dual clip is set (no server's `ppo` has one)
  */
 export function tinkerLossFor(rl: RlLossFields, family: TinkerServerFamily): TinkerLoss {
-  const offered = TINKER_SERVER_LOSSES[family];
-  const offers = `this ${family} server offers ${offered.losses.join(", ")} (${offered.source})`;
-  if (rl.clipRatioC !== undefined) {
-    throw new Error(`rl.clipRatioC: no Tinker-API server's ppo has a dual clip; unset it or use policy.backend embedded; ${offers}`);
-  }
+  const problem = tinkerFamilyProblem(rl, family);
+  if (problem !== undefined && problem.field !== "lossAggMode") throw new Error(`rl.${problem.field}: ${problem.message}`);
   const clip = { clip_low_threshold: 1 - rl.clipLow, clip_high_threshold: 1 + rl.clipHigh };
-  const pick = (lossFn: string, lossFnConfig?: Record<string, number>): TinkerLoss => {
-    if (!offered.losses.includes(lossFn)) throw new Error(`rl.lossFn: "${rl.lossFn}" needs the server loss "${lossFn}"; ${offers}`);
-    return lossFnConfig ? { lossFn, lossFnConfig } : { lossFn };
-  };
+  // Each RL loss goes by its own name on every server that has it.
   switch (rl.lossFn) {
     case "ppo":
-      return pick("ppo", clip);
-    case "importance_sampling":
-      return pick("importance_sampling");
     case "cispo":
-      return pick("cispo", clip);
     case "gspo":
-      return pick("gspo", clip);
+      return { lossFn: rl.lossFn, lossFnConfig: clip };
+    case "importance_sampling":
+      return { lossFn: rl.lossFn };
     case "dro":
-      return pick("dro", { beta: rl.droBeta });
+      return { lossFn: rl.lossFn, lossFnConfig: { beta: rl.droBeta } };
   }
 }
 
@@ -113,12 +105,10 @@ export function tinkerLossFor(rl: RlLossFields, family: TinkerServerFamily): Tin
  * the server is detected (`createBackend`, `arl train --dry-run`) — before any training.
  */
 export function tinkerFamilyProblem(rl: RlLossFields, family: TinkerServerFamily): { field: string; message: string } | undefined {
-  try {
-    tinkerLossFor(rl, family);
-  } catch (e) {
-    const m = /^rl\.(\w+): (.*)$/s.exec((e as Error).message);
-    return m ? { field: m[1], message: m[2] } : { field: "lossFn", message: (e as Error).message };
-  }
+  const offered = TINKER_SERVER_LOSSES[family];
+  const offers = `this ${family} server offers ${offered.losses.join(", ")} (${offered.source})`;
+  if (rl.clipRatioC !== undefined) return { field: "clipRatioC", message: `no Tinker-API server's ppo has a dual clip; unset it or use policy.backend embedded; ${offers}` };
+  if (!offered.losses.includes(rl.lossFn)) return { field: "lossFn", message: `"${rl.lossFn}" needs the server loss "${rl.lossFn}"; ${offers}` };
   if (rl.lossFn === "dro" && lossAggModeOf(rl) === "seq-mean-token-mean") {
     return { field: "lossAggMode", message: 'dro on a Tinker server sends one β per request, so tokens weighted differently ("seq-mean-token-mean") cannot be sent; use token-mean, seq-mean-token-sum or seq-mean-token-sum-norm' };
   }
