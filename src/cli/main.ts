@@ -26,7 +26,7 @@ import { dryRun, evalTasks, runExperiment, searchEnvFor, setup, type SummaryRow 
 import { evaluate, type EvalMode } from "../train/eval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
 import { consoleReporter, formatTrajectory, labTable, recipeTable, summaryTable } from "./format.ts";
-import { ALGORITHM_DESIGNS, BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../lab/designs.ts";
+import { ALGORITHM_DESIGNS, BUILTIN_DESIGNS, designConfigs, resolveDesigns } from "../lab/designs.ts";
 import { QUICK_LAB_OVERRIDES, runEnvLab, runLab } from "../lab/lab.ts";
 import { envLabConfig, envLabText } from "../lab/cli.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
@@ -300,7 +300,7 @@ program
       labOverrides["lab.designs"] = JSON.stringify(list);
     }
     const config = resolveConfig(applyOverrides(applyOverrides(raw, labOverrides), overrides));
-    for (const design of resolveDesigns(config)) designConfig(config, design); // every design checked before anything runs
+    designConfigs(config, resolveDesigns(config)); // every design checked before anything runs, all problems at once
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;

@@ -7,7 +7,7 @@ import Table from "cli-table3";
 import type { EnvRecipe } from "../env/recipe.ts";
 import { withRecipeDefaults } from "../run/train.ts";
 import { ConfigError, applyOverrides, resolveConfig, type ExperimentConfig } from "../train/config.ts";
-import { defaultEnvDesigns, designConfig, resolveEnvDesigns } from "./designs.ts";
+import { defaultEnvDesigns, designConfigs, resolveEnvDesigns } from "./designs.ts";
 import { quickEnvLabOverrides } from "./lab.ts";
 import { envLabTable } from "./report.ts";
 import type { EnvLabResult } from "./types.ts";
@@ -41,7 +41,7 @@ export function envLabConfig(recipe: EnvRecipe, raw: Record<string, unknown>, fl
     lab["lab.designs"] = JSON.stringify(defaultEnvDesigns(recipe));
   }
   const config = resolveConfig(applyOverrides(applyOverrides(r, lab), overrides));
-  for (const design of resolveEnvDesigns(config, recipe)) designConfig(config, design);
+  designConfigs(config, resolveEnvDesigns(config, recipe)); // every design checked, all problems at once
   return config;
 }
 

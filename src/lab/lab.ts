@@ -96,7 +96,9 @@ export function exampleTasks(tasks: readonly Task[], n: number, seed: number): T
 export function labAlgorithmNote(config: ExperimentConfig, designs: readonly { name: string; overrides: Record<string, string> }[]): string | undefined {
   const { advantage, lossFn } = config.rl;
   if (advantage === "grpo" && lossFn === "ppo") return undefined;
-  const under = designs.filter((d) => d.overrides["rl.advantage"] === undefined || d.overrides["rl.lossFn"] === undefined).map((d) => d.name);
+  // A design is under the lab's algorithm when it leaves unset a field the lab sets away from its default.
+  const unset = (d: { overrides: Record<string, string> }) => (advantage !== "grpo" && d.overrides["rl.advantage"] === undefined) || (lossFn !== "ppo" && d.overrides["rl.lossFn"] === undefined);
+  const under = designs.filter(unset).map((d) => d.name);
   if (under.length === 0) return undefined;
   return `rl.advantage ${advantage} and rl.lossFn ${lossFn} (the lab's config or flags) apply to every design that does not set its own: ${under.join(", ")} (the report's "algorithm" column says what each trained)`;
 }
