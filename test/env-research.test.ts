@@ -188,22 +188,32 @@ describe("research tools", () => {
     expect(there.state.opened).toEqual([`${other.sector}-news`]);
   });
 
-  it("note keeps the episode's notebook: each reason cites the document opened last, the whole notebook is shown", async () => {
+  it("note records the reasons the document opened last states, each citing it; the whole notebook is shown", async () => {
     const q = test[0].data!;
     const { state, t } = toolsOf(world, q.company);
-    await callTool(t.open, { id: "call" });
-    expect(await callTool(t.note, { reasons: " price_cut , competition " })).toMatchObject({ ok: true, value: "notes : price_cut call ; competition call" });
-    await callTool(t.open, { id: "news - prior" });
-    // An unknown label fails the whole call and records nothing; a repeated note is not added twice.
-    expect(await callTool(t.note, { reasons: "currency weather" })).toMatchObject({ ok: false, error: 'tool note: unknown reason "weather"' });
-    expect(await callTool(t.note, { reasons: "currency" })).toMatchObject({ ok: true, value: "notes : price_cut call ; competition call ; currency news-prior" });
-    expect(await callTool(t.note, { reasons: "currency" })).toMatchObject({ ok: true, value: "notes : price_cut call ; competition call ; currency news-prior" });
-    expect(state.notes).toEqual([
-      { label: "price_cut", cite: "call" },
-      { label: "competition", cite: "call" },
-      { label: "currency", cite: "news-prior" },
-    ]);
+    const ix = researchIndex(world);
+    const states = (id: string) => ix.doc.get(id)!.states;
+    // A company whose call notes and 2024 news state reasons, so that both notes add entries.
+    const co = world.companies.find((c) => states(`${c.base}-call`).length > 0 && states(`${c.sector}-news-prior`).length > 0)!;
+    const { state: s2, t: t2 } = toolsOf(world, co.name);
+    await callTool(t2.open, { id: "call" });
+    const callNotes = states(`${co.base}-call`).map((label) => ({ label, cite: "call" }));
+    expect(await callTool(t2.note, {})).toMatchObject({ ok: true, value: notebookText(callNotes) });
+    await callTool(t2.open, { id: "news - prior" });
+    const priorNotes = states(`${co.sector}-news-prior`).map((label) => ({ label, cite: "news-prior" }));
+    expect(await callTool(t2.note, {})).toMatchObject({ ok: true, value: notebookText([...callNotes, ...priorNotes]) });
+    // A repeated note adds nothing; a document that states no reason (the press release) leaves the notebook as it was.
+    expect(await callTool(t2.note, {})).toMatchObject({ ok: true, value: notebookText([...callNotes, ...priorNotes]) });
+    await callTool(t2.open, { id: "press" });
+    expect(states(`${co.base}-press`)).toEqual([]);
+    expect(await callTool(t2.note, {})).toMatchObject({ ok: true, value: notebookText([...callNotes, ...priorNotes]) });
+    expect(s2.notes).toEqual([...callNotes, ...priorNotes]);
     expect(notebookText([])).toBe("notes :");
+    expect(notebookText([{ label: "price_cut", cite: "call" }, { label: "currency", cite: "news-prior" }])).toBe("notes : price_cut call ; currency news-prior");
+    // Arguments are not read: the tool does the reading, whatever the policy writes.
+    await callTool(t.open, { id: "filing" });
+    await callTool(t.note, { reasons: "currency" });
+    expect(state.notes).toEqual(states(`${q.base}-filing`).map((label) => ({ label, cite: "filing" })));
   });
 
   it("errors are observations, never crashes: unknown id, empty query, wrong argument types", async () => {
@@ -214,9 +224,7 @@ describe("research tools", () => {
     expect(bad).toMatchObject({ ok: false, kind: "invalid_input" });
     expect((bad as { error: string }).error).toMatch(/^tool open: invalid input: id:/);
     expect(await callTool(t.search, {})).toMatchObject({ ok: false, kind: "invalid_input" });
-    expect(await callTool(t.note, { reasons: "price_cut" })).toMatchObject({ ok: false, kind: "error", error: "tool note: open a document first" });
-    expect(await callTool(t.note, { reasons: " , " })).toMatchObject({ ok: false, kind: "error", error: "tool note: reasons must not be empty" });
-    expect(await callTool(t.note, { reasons: 7 })).toMatchObject({ ok: false, kind: "invalid_input" });
+    expect(await callTool(t.note, {})).toMatchObject({ ok: false, kind: "error", error: "tool note: open a document first" });
     expect(state).toEqual({ company: test[0].data!.company, queries: [], opened: [], notes: [] }); // failed calls record nothing
 
     // Through the env: a bad call is an error observation and the episode goes on.
@@ -284,6 +292,11 @@ describe("research grader", () => {
     expect(g.score).toBeLessThan(0.75);
     // The answer-length design: recall only, so padding costs nothing.
     expect(gradeResearch(world, input(task, all, padded), "recall").score).toBe(1);
+    // ... and its citations are unchecked: every label with no document opened scores 1 as well (the F1 grade: 0).
+    const unread = REASONS.join(" ; ");
+    expect(gradeResearch(world, input(task, [], unread), "recall").score).toBe(1);
+    expect(gradeResearch(world, input(task, [], unread)).score).toBe(0);
+    expect(gradeResearch(world, input(task, [], gold[0]), "recall").score).toBeCloseTo(1 / gold.length, 12);
   });
 
   it("the notebook's entries are claims: the answer `notes` adds none, a padded answer adds its labels", () => {

@@ -22,15 +22,17 @@
  * costs; 0 unless all four were opened).
  *
  * Score (`ResearchGradeMode`): `f1` (default) — the F1 above, 1 exactly for all gold reasons, nothing else, each with a
- * valid citation; `recall` — recall only: every supported gold reason pays and a wrong one costs nothing, so a longer
- * answer never scores less (the answer-length design of `arl lab --env research`, which breeds padding).
+ * valid citation; `recall` — recall over labels, citations unchecked: every gold reason claimed pays, a wrong one costs
+ * nothing, so a longer answer never scores less and the list of every label scores 1 without reading anything (the
+ * answer-length design of `arl lab --env research`, which breeds padding; its parts are the F1 grade's, so the
+ * breakdown still measures the full rubric).
  */
 import type { Grade } from "../../core/types.ts";
 import type { GradeInput } from "../../env/toolEnv.ts";
 import { normId, type ResearchNote, type ResearchState } from "./tools.ts";
 import { REASONS, resolveDocId, stageDocId, STAGES, supports, researchIndex, type Reason, type ResearchQuestion, type ResearchWorld } from "./world.ts";
 
-/** What the grade's score is: `f1` (precision and recall with evidence) or `recall` (pays every right reason, never a wrong one). */
+/** What the grade's score is: `f1` (precision and recall with evidence) or `recall` (pays every gold label claimed, citations unchecked; never a wrong one). */
 export type ResearchGradeMode = "f1" | "recall";
 
 /** One claim of an answer: the label as written (`label`, a `Reason` when `known`) and its citation (normalised id, '' when none). */
@@ -125,7 +127,8 @@ export function gradeResearch(world: ResearchWorld, input: GradeInput<ResearchQu
   const f1 = precision + recall === 0 ? 0 : (2 * precision * recall) / (precision + recall);
   const claimedGold = j.claimed.filter((l) => (j.gold as readonly string[]).includes(l));
   const evidence = claimedGold.length === 0 ? 1 : tp / claimedGold.length;
-  const score = mode === "recall" ? recall : f1;
+  // The answer-length design pays every gold label claimed, whatever it cites (see the file doc).
+  const score = mode === "recall" ? j.gold.filter((r) => j.claimed.includes(r)).length / j.gold.length : f1;
   const why = [
     `${tp} of ${j.gold.length} reasons found (${j.gold.join(", ")})`,
     j.padded.length > 0 ? `padded with ${j.padded.join(", ")}` : "no padding",

@@ -3,9 +3,8 @@
  * (the episode is scoped to the question's company, `scopeDocs`), and every query is a fixed phrase, so no action
  * copies the company's name. `careful` follows the seed's sequence: `search(filing call costs)` → open `filing`
  * (revenue change) → open `call` (management commentary) → `search(industry news)` → open `news` (the sector's
- * industry news) → open `costs` (cost structure), noting each document's reasons right after opening it
- * (`note({"reasons": "price_cut competition"})`, the labels the document names in `REASONS` order; no note when it
- * names none) → answers `notes` (`NOTES_ANSWER`: the notebook holds every reason it read, each citing the document
+ * industry news) → open `costs` (cost structure), noting each document that states a reason right after opening it
+ * (`note({})`: the tool records the reasons the document states; no note when it names none) → answers `notes` (`NOTES_ANSWER`: the notebook holds every reason it read, each citing the document
  * it was read in). Each other persona is `careful` with ONE habit, drawn once per episode (from the episode's seed) at
  * `HABIT_RATE`:
  * - `one-doc`: stops after the first document (the filing) and answers (a guess citing the filing when it found
@@ -111,7 +110,7 @@ export function personaAction(persona: ResearchPersona, ctx: Pick<TurnContext, "
   const last = calls[calls.length - 1];
   if (last !== undefined && last.name === "open" && last.text !== undefined) {
     const found = reasonsIn(last.text);
-    if (found.length > 0) return call("note", { reasons: found.join(" ") });
+    if (found.length > 0) return call("note", {});
   }
   if (habit === "endless") {
     if (searches.length < ENDLESS_SEARCHES) return call("search", { query: ENDLESS_QUERIES[searches.length % ENDLESS_QUERIES.length] });

@@ -15,19 +15,22 @@
  * The tool is named `search` with a string `query`, so `Trajectory.searches` counts its calls (the `search_cost` term
  * and the `tool_spam` detector read that).
  *
- * `note` is the episode's notebook: `note({"reasons": "price_cut competition"})` records each named reason with the
- * document opened last as its citation and shows the whole notebook (`notes : lost_customer filing ; price_cut call ;
- * competition call`). Why a notebook: the 2 × 96 policy did not read a reason label in a document opened 100–250
- * tokens before its final answer (README, probe c1: swapping the filing's cause sentence for the no-cause sentence of
- * the same length left P(lost_customer) at the answer at 0.69), but reads the document it has just opened (run n1);
- * with the notebook each label is decided right after its document, and the notebook is the episode's answer
- * (`grader.ts`: the claims are the notes plus what the final answer adds; the answer `notes` adds nothing).
+ * `note` is the episode's notebook: `note({})` records each reason the document opened last states, citing that
+ * document, and shows the whole notebook (`notes : lost_customer filing ; competition call`). The tool does the
+ * reading: which label a document names is the tool's work, the decisions are the policy's — which documents to open
+ * (the four stages, last year's, not the year before's), whether to note them, when to stop, and what to claim
+ * beyond the notebook. Why: the 2 × 96 policy trained from scratch did not tell which of a stage's three labels a
+ * document names (README: the call notes' labels were claimed about as often when stated as when not, runs p0 and n2;
+ * after RL in run d it noted `price_cut` whatever the call said), and did not read a label 100–250 tokens back (probe
+ * c1); reading a label out of a sentence is what any pretrained LLM does, and not what this env teaches. The
+ * notebook is the episode's answer (`grader.ts`: the claims are the notes plus what the final answer adds; the answer
+ * `notes` adds nothing).
  */
 import { z } from "zod";
 import type { Passage } from "../../core/types.ts";
 import { tool, type Tool } from "../../env/tool.ts";
 import { BM25Index } from "../../retrieval/bm25.ts";
-import { LOCAL_IDS, REASONS, researchIndex, resolveDocId, scopeDocs, type Reason, type ResearchWorld } from "./world.ts";
+import { LOCAL_IDS, researchIndex, resolveDocId, scopeDocs, type Reason, type ResearchWorld } from "./world.ts";
 
 /** Documents `search` lists. */
 export const SEARCH_TOP_K = 6;
@@ -67,8 +70,8 @@ export const SEARCH_INPUT = z.object({ query: z.string() });
 /** Arguments of `open`. */
 export const OPEN_INPUT = z.object({ id: z.string() });
 
-/** Arguments of `note`: reason labels, space- or comma-separated (`"price_cut competition"`). */
-export const NOTE_INPUT = z.object({ reasons: z.string() });
+/** Arguments of `note`: none (`{}`); the reasons are those the document opened last states. */
+export const NOTE_INPUT = z.object({});
 
 /** Tool names, in prompt order. */
 export const RESEARCH_TOOL_NAMES = ["search", "open", "note"] as const;
@@ -79,20 +82,18 @@ export function notebookText(notes: readonly ResearchNote[]): string {
 }
 
 /**
- * Adds the reasons named in `reasons` to `state.notes`, each citing the document opened last (its local id), and
- * returns the notebook text. A reason already noted with the same citation is not added twice.
- * @throws Error `reasons must not be empty`, `unknown reason "x"` (nothing is recorded then), or `open a document first`
+ * Adds each reason the document opened last states (`ResearchDoc.states`: a 2025 stage document's causes, a 2024
+ * document's other causes, none for the press release or the outlook) to `state.notes`, citing that document by its
+ * local id, and returns the notebook text. A reason already noted with the same citation is not added twice; a
+ * document that states none leaves the notebook as it was.
+ * @throws Error `open a document first`
  */
-export function addNotes(world: ResearchWorld, state: ResearchState, reasons: string): string {
-  const words = reasons.toLowerCase().split(/[\s,;]+/).filter((w) => w !== "");
-  if (words.length === 0) throw new Error("reasons must not be empty");
-  const bad = words.find((w) => !(REASONS as readonly string[]).includes(w));
-  if (bad !== undefined) throw new Error(`unknown reason "${bad}"`);
+export function addNotes(world: ResearchWorld, state: ResearchState): string {
   const last = state.opened[state.opened.length - 1];
   if (last === undefined) throw new Error("open a document first");
-  const cite = researchIndex(world).doc.get(last)!.kind;
-  for (const w of words) {
-    if (!state.notes.some((n) => n.label === w && n.cite === cite)) state.notes.push({ label: w as Reason, cite });
+  const doc = researchIndex(world).doc.get(last)!;
+  for (const label of doc.states) {
+    if (!state.notes.some((n) => n.label === label && n.cite === doc.kind)) state.notes.push({ label, cite: doc.kind });
   }
   return notebookText(state.notes);
 }
@@ -151,8 +152,8 @@ export function openText(world: ResearchWorld, company: string, id: string): str
  *   space-separated, or `no documents match`; records the query; @throws `query must not be empty`;
  * - `open({id})` → `title : text` of the episode's document with local id `id`; records its full id;
  *   @throws `unknown document "x"`;
- * - `note({reasons})` → the notebook after adding the reasons, each citing the document opened last (`addNotes`);
- *   @throws `reasons must not be empty`, `unknown reason "x"`, `open a document first`.
+ * - `note({})` → the notebook after adding the reasons the document opened last states, each citing it (`addNotes`);
+ *   @throws `open a document first`.
  */
 export function researchTools(world: ResearchWorld, state: ResearchState): Tool[] {
   const search = tool({
@@ -177,9 +178,9 @@ export function researchTools(world: ResearchWorld, state: ResearchState): Tool[
   });
   const note = tool({
     name: "note",
-    description: "Note reasons found in the document opened last; returns every note so far.",
+    description: "Note the reasons the document opened last states; returns every note so far.",
     inputSchema: NOTE_INPUT,
-    execute: ({ reasons }): string => addNotes(world, state, reasons),
+    execute: (): string => addNotes(world, state),
   });
   return [search, open, note] as Tool[];
 }
