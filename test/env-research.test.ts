@@ -445,7 +445,10 @@ describe("research recipe", () => {
     expect(() => researchRecipe.build({ seed: 0, protocol: "hermes", options: { nope: 1 }, maxTurns: 10, call: {} })).toThrow(/env\.options\.nope: unknown option; allowed: grade, numTestTasks, worldSeed/);
     expect(Object.keys(researchRecipe.labDesigns ?? {})).toEqual(["pays-length", "pays-searches", "fix"]);
     expect(researchRecipe.labDesigns!["pays-length"].overrides["env.options.grade"]).toBe("recall");
-    expect(researchRecipe.labDesigns!["pays-searches"].weights.search_cost).toBeLessThan(0);
+    // +0.3 per search, sampled at temperature 1 (README: at 0.6 the rollouts rarely sampled a third search).
+    expect(researchRecipe.labDesigns!["pays-searches"].weights.search_cost).toBe(-0.3);
+    expect(researchRecipe.labDesigns!["pays-searches"].overrides["rl.temperature"]).toBe("1");
+    expect(researchRecipe.labDesigns!.fix.expectedDetectors).toEqual([]);
   });
 
   it("arl train --env research --smoke runs end to end and reports the breakdown", () => {

@@ -281,6 +281,8 @@ export const RESEARCH_LAB_DESIGNS: Readonly<Record<string, RecipeLabDesign>> = {
     preset: "tool-env",
     weights: { needless_calls: 0 },
     overrides: { "env.options.grade": "f1" },
+    // A fix: no detector should fire (the lab's verdict is then "closed", else "fired anyway").
+    expectedDetectors: [],
   },
 };
 
