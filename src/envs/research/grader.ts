@@ -5,7 +5,7 @@
  * `tools.ts`) plus whatever its final answer adds. The answer lists reasons, each with the id of its supporting
  * document, `;`-separated: `lost_customer filing ; demand_drop news` (as the word tokenizer decodes it; a
  * `filing-prior` arrives as `filing - prior`); the answer `notes` (`NOTES_ANSWER`) adds nothing: "my answer is my
- * notes". Why the notebook counts: the 2 × 96 policy decides a label right after the document that states it, but did
+ * notes". Why the notebook counts: `note` records the reasons of the document opened last, and the 2 × 96 policy did
  * not copy a notebook into its final answer (README, run n1).
  * `parseResearchAnswer` reads each part's first word as the label and the rest, whitespace removed, as the citation.
  * A citation is a local id of the episode (`call`: the question's company's call notes, `news`: its sector's news,

@@ -8,7 +8,7 @@
  *
  * Arguments arrive as the embedded word tokenizer decodes them (`"filing call costs"`, `"call - prior"`): queries are
  * lower-cased with whitespace collapsed, document ids lose all whitespace. Results are plain text, exactly what the
- * policy sees: `search` lists the local ids of the best `SEARCH_TOP_K` documents, best first (`filing call costs
+ * policy sees: `search` lists the local ids of the best `SEARCH_TOP_K` documents, best first (`costs filing call
  * filing-prior call-prior`), or `no documents match`; `open` shows `title : text`. The state records each opened
  * document by its full id (`red-falcon-call`), which is what the grader checks citations against.
  *
