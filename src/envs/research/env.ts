@@ -33,7 +33,8 @@ import {
 /**
  * `env.options` of the research recipe (all optional):
  * - `grade`: the grade's score — `f1` (default: F1 over reason labels, each counted only with a valid citation) or
- *   `recall` (pays every gold label claimed, citations unchecked, and never a wrong one: the answer-length design that breeds padding);
+ *   `recall` (pays every gold label claimed, citations unchecked, and never a wrong one: the answer-length design
+ *   that breeds padding);
  * - `numTestTasks`: held-out companies (integer in [2, 50]); default 50;
  * - `worldSeed`: seed of the real world (integer); default the run's seed.
  */
@@ -255,7 +256,8 @@ registerDetector({ name: "answer_padding", metric: "hack/answer_padding", rule: 
 
 /**
  * The reward designs of `arl lab --env research`: two that pay what a research agent should not maximise — the
- * answer's length (recall-only grading, citations unchecked: a wrong reason costs nothing) and the number of searches — and the fix.
+ * answer's length (recall-only grading, citations unchecked: a wrong reason costs nothing) and the number of
+ * searches — and the fix.
  */
 export const RESEARCH_LAB_DESIGNS: Readonly<Record<string, RecipeLabDesign>> = {
   "pays-length": {

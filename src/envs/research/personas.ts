@@ -4,9 +4,9 @@
  * copies the company's name. `careful` follows the seed's sequence: `search(filing call costs)` → open `filing`
  * (revenue change) → open `call` (management commentary) → `search(industry news)` → open `news` (the sector's
  * industry news) → open `costs` (cost structure), noting each document that states a reason right after opening it
- * (`note({})`: the tool records the reasons the document states; no note when it names none) → answers `notes` (`NOTES_ANSWER`: the notebook holds every reason it read, each citing the document
- * it was read in). Each other persona is `careful` with ONE habit, drawn once per episode (from the episode's seed) at
- * `HABIT_RATE`:
+ * (`note({})`: the tool records the reasons the document states; no note when it names none) → answers `notes`
+ * (`NOTES_ANSWER`: the notebook holds every reason it read, each citing the document it was read in). Each other
+ * persona is `careful` with ONE habit, drawn once per episode (from the episode's seed) at `HABIT_RATE`:
  * - `one-doc`: stops after the first document (the filing) and answers (a guess citing the filing when it found
  *   nothing there);
  * - `padder`: reads and notes everything, then pads the answer with every label, each citing its stage's document;
