@@ -1,7 +1,7 @@
 /**
  * The revenue-decline research env as a recipe (`EnvRecipe`): "what were the main reasons company X's revenue fell
  * last year?", answered with reasons from a fixed label set, each citing a document the episode opened — with the
- * tools of `./tools.ts` (BM25 `search`, `open`) over the corpus of `./world.ts`, graded by `./grader.ts` (F1 over
+ * tools of `./tools.ts` (BM25 `search`, `open`, `note`) over the corpus of `./world.ts`, graded by `./grader.ts` (F1 over
  * labels with evidence per reason), broken down by `./decisions.ts`, warm-started from the scripted personas of
  * `./personas.ts`. Built with `toolEnv` (`src/env/toolEnv.ts`) in the `hermes` (default) or `react` protocol.
  */
