@@ -42,7 +42,7 @@ export { Rng } from "./core/rng.ts";
 
 // ── Tools (src/env/tool.ts) and fault injection (src/env/faults.ts) ───────────────────────────────────────────────
 /** Typed zod tools and the never-throwing call wrapper (timeouts, retries, concurrency limits, output checks). */
-export { tool, callTool, toolJsonSchema, RetryableToolError, isRetryable, ToolLimiter, MAX_TIMER_MS, truncateChars } from "./env/tool.ts";
+export { tool, callTool, toolJsonSchema, RetryableToolError, isRetryable, ToolLimiter, MAX_TIMER_MS, truncateChars, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_RESULT_BYTES } from "./env/tool.ts";
 export type { Tool, ToolCallContext, ToolJsonSchema, ToolResult, CallToolOptions } from "./env/tool.ts";
 /** Deterministic fault injection around a tool (fail, hang, slow, garbage, huge). */
 export { withFaults, validateFaultOptions, FAULT_KINDS, hash32 } from "./env/faults.ts";

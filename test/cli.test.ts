@@ -111,7 +111,7 @@ describe("arl CLI", () => {
     expect(badLimit.err).toContain('--limit: expected a positive integer, got "-5"');
     expect(arl("eval", "--checkpoint", join(dir, "nope")).err).toContain("no such folder");
     const again = arl("train", "--smoke", "--run.dir", dir);
-    expect(again.code).toBe(1);
+    expect(again.code).toBe(2); // refused as a config error naming run.name (issue 29)
     expect(again.err).toContain("already holds a run; choose another name");
     expect(existsSync(ckpt)).toBe(true);
     const copy = join(dir, "edited");

@@ -73,7 +73,7 @@ describe("dry-run checks as functions", () => {
     const config = smoke(root);
     new RunDir(root, "smoke").writeConfig(config);
     writeFileSync(join(root, "smoke", "summary.json"), "{}\n"); // a finished run (one that stopped before its first checkpoint would be reused)
-    await expect(dryRun(config)).rejects.toThrow(`run.name: ${join(root, "smoke")} already holds a run (expected a new name, --overwrite, or --resume)`);
+    await expect(dryRun(config)).rejects.toThrow(`run.name: run folder ${join(root, "smoke")} already holds a run; choose another name`);
     expect((await dryRun(config, { resume: true })).at(-1)).toBe(`resume: would continue ${join(root, "smoke")} from scratch (no whole warm-start checkpoint)`);
     await expect(dryRun(smoke(root, { "rl.groupSize": "6" }), { resume: true })).rejects.toThrow("rl.groupSize: the run folder has 4, this command has 6");
 

@@ -72,7 +72,7 @@ describe("travel recipe", () => {
   it("checks its options, naming env.options.<field>", () => {
     expect(() => travelRecipe.build(ctx({ options: { failureRate: 2 } }))).toThrow(/env\.options\.failureRate/);
     expect(() => travelRecipe.build(ctx({ options: { numTestTasks: 1 } }))).toThrow(/env\.options\.numTestTasks/);
-    expect(() => travelRecipe.build(ctx({ options: { failurerate: 0.1 } }))).toThrow(/env\.options\.failurerate: unknown option; allowed: failureRate, numTestTasks, worldSeed/);
+    expect(() => travelRecipe.build(ctx({ options: { failurerate: 0.1 } }))).toThrow(/env\.options\.failurerate: unknown option \(did you mean failureRate\?\); allowed: failureRate, numTestTasks, worldSeed/);
     const inst = travelRecipe.build(ctx({ options: { numTestTasks: 20, failureRate: 0 } }));
     expect(inst.test).toHaveLength(20);
     expect(inst.describe()).toMatch(/14 cities \(7 with two airports\), 1092 flights, 63 hotels/);

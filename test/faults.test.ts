@@ -146,7 +146,7 @@ describe("fault injection through a full rollout batch (each kind at 30 %)", () 
 describe("the config's defaults change nothing", () => {
   it("env.tools / env.faults / env.episodeDeadlineMs defaults: the plain call of before; field errors name the field", () => {
     const c = resolveConfig({});
-    expect(c.env.tools).toEqual({ timeoutMs: 10000, retries: 0, backoffMs: 100, maxBackoffMs: 5000, maxConcurrency: 0, maxOutputChars: 100000 });
+    expect(c.env.tools).toEqual({ timeoutMs: 10000, retries: 0, backoffMs: 100, maxBackoffMs: 5000, maxConcurrency: 0, maxOutputChars: 100000, maxResultBytes: 16 * 1024 * 1024 });
     expect(c.env.faults.rate).toBe(0);
     expect(c.env.episodeDeadlineMs).toBe(0);
     expect(() => resolveConfig({ env: { faults: { rate: 2 } } })).toThrow(/env\.faults\.rate/);

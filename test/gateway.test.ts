@@ -461,7 +461,7 @@ describe("errors", () => {
     const p = "/rollout/huge/v1/chat/completions";
     const manyTools = Array.from({ length: 3_000 }, (_, i) => ({ ...weatherTool, function: { ...weatherTool.function, name: `tool_${i}` } }));
     const bodies: unknown[] = [
-      { messages: [{ role: "user", content: "capital ".repeat(150_000) }] },
+      { messages: [{ role: "user", content: "capital ".repeat(120_000) }] }, // under the 1 MiB body limit of a 2048-token context
       { messages: Array.from({ length: 20_000 }, (_, i) => ({ role: i % 2 === 0 ? "user" : "assistant", content: "hi" })) },
       { messages: user, tools: manyTools },
     ];

@@ -1,14 +1,18 @@
 /**
  * The embedded backend's memory estimate (issue 12, defect 7): a config whose model cannot fit jax-js's 4 GiB wasm
  * heap is refused at `--dry-run` and before a run writes anything, naming the field; the default config fits; the
- * estimate follows the measured heap of a real step.
+ * estimate follows the measured heap of a real step; `--dry-run` reports the figure the run warns with.
  */
 import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, SMOKE_OVERRIDES, WASM_HEAP_LIMIT_BYTES, applyOverrides, embeddedMemoryProblem, estimateEmbeddedMemory, resolveConfig } from "../src/train/config.ts";
-import { checkMemory, dryRun, memoryWarning, runExperiment, setup } from "../src/train/experiment.ts";
+import { checkMemory, dryRun, memoryWarning, runExperiment, setup, silentReporter, type Reporter } from "../src/train/experiment.ts";
+import type { EnvRecipe } from "../src/env/recipe.ts";
+import { travelRecipe } from "../src/envs/index.ts";
+import { withRecipeDefaults } from "../src/run/train.ts";
+import { dryRunRecipe, runRecipeExperiment } from "../src/train/recipeRun.ts";
 
 const smoke = (root: string, extra: Record<string, string> = {}) =>
   resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "smoke", ...extra }));
@@ -106,6 +110,49 @@ describe("refused before anything runs", () => {
     expect(e.wasm.total / measured).toBeGreaterThan(0.8);
     expect(e.wasm.total / measured).toBeLessThan(1.3);
     be.dispose();
+  }, 60_000);
+});
+
+describe("one estimate: --dry-run reports the figure the run warns with (issue 29, part 10)", () => {
+  /** The first `≈ <n> MiB|GiB` of a line: the estimate it leads with. */
+  const figure = (line: string) => /≈ ([\d.]+ [MG]iB)/.exec(line)?.[1];
+  /** The warning a run logs at start (before its run folder is touched), then the run is stopped there. */
+  const runWarning = async (start: (reporter: Reporter) => Promise<unknown>): Promise<string> => {
+    let warning: string | undefined;
+    const stop = new Error("stopped after the memory warning");
+    const reporter: Reporter = {
+      ...silentReporter,
+      log: (m: string) => {
+        if (!m.startsWith("warning: memory:")) return;
+        warning = m.slice("warning: ".length);
+        throw stop;
+      },
+    };
+    await expect(start(reporter)).rejects.toBe(stop);
+    return warning!;
+  };
+
+  it("search env: a config whose long run can outgrow the heap (smoke model, context 1024)", async () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-mem-one-"));
+    const config = smoke(root, { "policy.contextLength": "1024" });
+    const warning = await runWarning((r) => runExperiment(config, r));
+    const lines = await dryRun(config);
+    const line = lines.find((l) => l.startsWith("memory:"))!;
+    expect(figure(warning)).toMatch(/GiB$/);
+    expect(figure(line)).toBe(figure(warning)); // before: the dry run led with the first step's need (398 MiB vs 5.1 GiB)
+    expect(lines).toContain(`warning: ${warning}`);
+    expect(existsSync(join(root, "smoke"))).toBe(false);
+  }, 60_000);
+
+  it("a recipe env (travel): the dry run says the run's figure and its warning", async () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-mem-one-"));
+    const config = resolveConfig(applyOverrides(withRecipeDefaults({}, travelRecipe as EnvRecipe, true), { "run.dir": root, "policy.contextLength": "2560" }));
+    const warning = await runWarning((r) => runRecipeExperiment(config, travelRecipe as EnvRecipe, r));
+    const lines = await dryRunRecipe(config, travelRecipe as EnvRecipe);
+    const line = lines.find((l) => l.startsWith("memory:"))!;
+    expect(figure(line)).toBe(figure(warning)); // before: "memory: ≈ 778 MiB" (the first step) and no warning
+    expect(lines).toContain(`warning: ${warning}`);
+    expect(existsSync(join(root, config.run.name))).toBe(false);
   }, 60_000);
 });
 

@@ -8,7 +8,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { RunDir, runFolderState } from "../src/train/runDir.ts";
+import { RunDir } from "../src/train/runDir.ts";
+import { RUN_MARKER, inspectRunFolder } from "../src/train/runFolder.ts";
 import { ConfigError, SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
 import { dryRun, setup, warmStartDemos } from "../src/train/experiment.ts";
 import { rlStep } from "../src/train/rl.ts";
@@ -21,8 +22,9 @@ describe("run folder lock", () => {
     const dead = spawn("true");
     await new Promise((r) => dead.on("exit", r));
     try {
-      // A run folder another process is writing (its config.yaml and .lock), as a second `arl train` would find it.
+      // A run folder another process is writing (its marker, config.yaml and .lock), as a second `arl train` would find it.
       mkdirSync(join(root, "a"), { recursive: true });
+      writeFileSync(join(root, "a", RUN_MARKER), "{}");
       writeFileSync(join(root, "a", "config.yaml"), "run: {}\n");
       writeFileSync(join(root, "a", ".lock"), String(live.pid));
       expect(() => new RunDir(root, "a", { overwrite: false, resume: true })).toThrow(`run folder ${join(root, "a")} is in use by process ${live.pid}`);
@@ -38,10 +40,11 @@ describe("run folder lock", () => {
 });
 
 describe("a run that failed before its first checkpoint", () => {
-  /** A run folder as a run that died during warm start leaves it: config, metrics, samples, no checkpoint, no summary. */
+  /** A run folder as a run that died during warm start leaves it: marker, config, metrics, samples, no checkpoint, no summary. */
   const failedEarly = (root: string, name: string): string => {
     const dir = join(root, name);
     mkdirSync(join(dir, "checkpoints"), { recursive: true });
+    writeFileSync(join(dir, RUN_MARKER), JSON.stringify({ entries: ["checkpoints", "config.yaml", "metrics.jsonl", "samples"] }));
     mkdirSync(join(dir, "samples"), { recursive: true });
     writeFileSync(join(dir, "config.yaml"), "run: {}\n");
     writeFileSync(join(dir, "metrics.jsonl"), '{"stage":"sft","step":0}\n');
@@ -49,9 +52,10 @@ describe("a run that failed before its first checkpoint", () => {
     return dir;
   };
 
-  it("does not block its name: the next run reuses the folder, clearing the stale files, with a notice", () => {
+  it("does not block its name: the next run reuses the folder, clearing its run files (only those), with a notice", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
     const dir = failedEarly(root, "a");
+    writeFileSync(join(dir, "notes.md"), "mine"); // put there by the user after the run stopped
     const notices: string[] = [];
     const run = new RunDir(root, "a", { overwrite: false, log: (m) => notices.push(m) });
     expect(run.path).toBe(dir);
@@ -61,6 +65,8 @@ describe("a run that failed before its first checkpoint", () => {
     expect(existsSync(join(dir, "metrics.jsonl"))).toBe(false);
     expect(existsSync(join(dir, "samples", "step-0.jsonl"))).toBe(false);
     expect(existsSync(join(dir, "checkpoints"))).toBe(true);
+    expect(readFileSync(join(dir, "notes.md"), "utf8")).toBe("mine");
+    expect(notices[0]).toContain("kept 1 file(s) arl did not write: notes.md");
     expect(readFileSync(join(dir, ".lock"), "utf8")).toBe(String(process.pid));
   });
 
@@ -82,28 +88,28 @@ describe("a run that failed before its first checkpoint", () => {
     expect(existsSync(join(withSummary, "summary.json"))).toBe(false);
   });
 
-  it("a checkpoint killed mid-write (temp files, no policy-manifest.json) does not block the name; run files without a config.yaml do", () => {
+  it("a checkpoint killed mid-write (temp files, no policy-manifest.json) does not block the name; unmarked files without a config.yaml do", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
     const half = failedEarly(root, "half");
     mkdirSync(join(half, "checkpoints", "sft"));
     writeFileSync(join(half, "checkpoints", "sft", "tensors.bin.tmp-123"), "x");
-    expect(runFolderState(half)).toBe("failed-early");
+    expect(inspectRunFolder(half)).toMatchObject({ kind: "marked", progress: "started" });
     new RunDir(root, "half", { overwrite: false, log: () => {} });
     expect(existsSync(join(half, "checkpoints", "sft"))).toBe(false);
-    // No config.yaml, but a summary, a checkpoint or metrics: not ours to append to (refused, untouched).
+    // No marker and no config.yaml, but a summary, a checkpoint or metrics: not provably a run folder (refused, untouched, --overwrite too).
     for (const [name, file] of [["s", "summary.json"], ["m", "metrics.jsonl"], ["c", join("checkpoints", "final", "policy-manifest.json")]] as const) {
       const dir = join(root, name);
       mkdirSync(join(dir, "checkpoints", "final"), { recursive: true });
       writeFileSync(join(dir, file), '{"old":1}\n');
-      expect(() => new RunDir(root, name, { overwrite: false })).toThrow(`run folder ${dir} already holds a run`);
+      for (const overwrite of [false, true]) expect(() => new RunDir(root, name, { overwrite })).toThrow(`${dir} exists and is not a run folder`);
       expect(readFileSync(join(dir, file), "utf8")).toBe('{"old":1}\n');
     }
-    // A folder with nothing of a run in it is new: nothing is deleted.
+    // A folder with files of its own is not a run folder: refused, nothing deleted.
     const other = join(root, "other");
     mkdirSync(other);
     writeFileSync(join(other, "notes.txt"), "mine");
-    expect(runFolderState(other)).toBe("new");
-    new RunDir(root, "other", { overwrite: false });
+    expect(inspectRunFolder(other).kind).toBe("foreign");
+    expect(() => new RunDir(root, "other", { overwrite: false })).toThrow(`${other} exists and is not a run folder`);
     expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("mine");
   });
 
@@ -125,7 +131,7 @@ describe("a run that failed before its first checkpoint", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
     failedEarly(root, "smoke");
     const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "smoke" }));
-    expect((await dryRun(config)).at(-1)).toBe(`run folder: ${join(root, "smoke")} (a run that stopped before its first checkpoint: would be reused)`);
+    expect((await dryRun(config)).at(-1)).toBe(`run folder: ${join(root, "smoke")} (a run that stopped before its first checkpoint: its run files would be cleared and the folder reused)`);
   });
 });
 

@@ -160,6 +160,33 @@ describe("arl serve openai (real HTTP, official openai client)", () => {
     }
   });
 
+  it("sizes before work (issue 29): a prompt over context × 32 bytes is refused untokenised, a body over the context's limit is 413, error bodies stay short", async () => {
+    let chars = 0;
+    const counting = { ...tok, vocabSize: tok.vocabSize, bos: tok.bos, pad: tok.pad, encode: (t: string) => ((chars += t.length), tok.encode(t)), promptTokens: (t: string) => ((chars += t.length), tok.promptTokens(t)), decode: (ids: readonly number[]) => tok.decode(ids), id: (t: string) => tok.id(t), toJSON: () => tok.toJSON() };
+    const server = await serveOpenAI({ name: "scripted", sampler: new ScriptedSampler(tok, tasks), tokenizer: counting, contextLength: 512 });
+    try {
+      const long = "capital ".repeat(12_500); // 100 KB: over 512 × 32 bytes, under the 1 MiB body limit
+      for (const [path, body] of [
+        ["/v1/completions", { model: "scripted", prompt: long }],
+        ["/v1/chat/completions", { model: "scripted", messages: [{ role: "user", content: long }] }],
+      ] as const) {
+        const r = await post(server, path, body);
+        expect(r.status, path).toBe(400);
+        expect(String(r.json.error)).toMatch(/^This model's maximum context length is 512 tokens; the (prompt is|messages are) 100000 bytes of text, more than this server tokenizes for it \(512 tokens × 32 bytes = 16384 bytes\)$/);
+      }
+      expect(chars).toBe(0);
+      const huge = await post(server, "/v1/completions", { model: "scripted", prompt: "x".repeat(1_100_000) });
+      expect(huge.status).toBe(413);
+      const many = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "scripted", messages: Array.from({ length: 10_000 }, () => ({ role: "wizard" })) }) });
+      const text = await many.text();
+      expect(many.status).toBe(400);
+      expect(text.length).toBeLessThan(4096);
+      expect((JSON.parse(text) as { error: string }).error).toMatch(/^messages\.0\.role: .*; … and 9995 more problems$/);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("--api-key: 401 without the key, served with it", async () => {
     const r = await post(keyed, "/v1/completions", { model: "scripted", prompt: "x" });
     expect(r.status).toBe(401);

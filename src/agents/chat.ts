@@ -16,6 +16,7 @@
  */
 import OpenAI from "openai";
 import { searchQuery, type Action, type StepResult, type Task, type Trajectory, type Turn } from "../core/types.ts";
+import { describeValue } from "../core/values.ts";
 import { INFORMATION_CLOSE, INFORMATION_OPEN } from "../env/searchR1.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
@@ -145,7 +146,7 @@ export class ChatAgent {
     }
     if (options.model.trim() === "") throw new Error(`${protocol.kind} agent: model must be a non-empty model id`);
     if (!Number.isInteger(options.maxTokens) || options.maxTokens <= 0) {
-      throw new Error(`${protocol.kind} agent: maxTokens must be a positive integer, got ${options.maxTokens}`);
+      throw new Error(`${protocol.kind} agent: maxTokens must be a positive integer, got ${describeValue(options.maxTokens)}`);
     }
     this.kind = protocol.kind;
     this.client = new OpenAI({

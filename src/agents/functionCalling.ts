@@ -76,7 +76,8 @@ export class FunctionCallingProtocol implements ChatProtocol {
       if (call.type !== "function") return invalid(`function-calling: unsupported tool call type "${call.type}" (allowed: function)`, "");
       const { name, arguments: args } = call.function;
       const raw = `${name}(${args})`;
-      if (name !== "search") return invalid(`function-calling: unknown tool ${JSON.stringify(name)} (allowed: search)`, raw);
+      const shownName = JSON.stringify(name.length > 80 ? `${name.slice(0, 80)}…` : name); // the model's text, cut
+      if (name !== "search") return invalid(`function-calling: unknown tool ${shownName} (allowed: search)`, raw);
       let parsed: unknown;
       try {
         parsed = JSON.parse(args);
@@ -92,8 +93,11 @@ export class FunctionCallingProtocol implements ChatProtocol {
       return { envText: searchAction(r.data.query), assistant, callIds };
     }
     const content = (message.content ?? "").trim();
-    const tagged = /<answer>([\s\S]*?)<\/answer>/.exec(content);
-    const answer = (tagged ? tagged[1] : content).trim();
+    // The first <answer> and the first </answer> after it — what /<answer>([\s\S]*?)<\/answer>/ matches, found with
+    // indexOf: the lazy regex rescans to the end from every <answer> when none closes (quadratic: 53 s on 1 MB).
+    const open = content.indexOf("<answer>");
+    const close = open < 0 ? -1 : content.indexOf("</answer>", open + "<answer>".length);
+    const answer = (close < 0 ? content : content.slice(open + "<answer>".length, close)).trim();
     if (stripProtocolTags(answer).trim() === "") return invalid("function-calling: empty reply (no tool call and no answer)", content);
     return { envText: answerAction(answer), assistant, callIds };
   }

@@ -5,11 +5,31 @@ import type { ProgressBar, Reporter, SummaryRow } from "../train/experiment.ts";
 import type { RecipeSummary } from "../train/recipeRun.ts";
 import { LAB_TABLE_HEAD, labTableRows } from "../lab/report.ts";
 import type { LabResult } from "../lab/types.ts";
+import { ProgressLines, type ProgressLineOptions } from "./progress.ts";
 
-/** A reporter that draws one progress bar per stage on stderr (nothing when stderr is not a terminal). */
-export function consoleReporter(): Reporter {
+/**
+ * The CLI's reporter, on stderr: one progress bar per stage on a terminal; otherwise (CI, `| tee`, nohup) plain
+ * progress lines every 30 s of a stage (`ProgressLines`) and one when it ends.
+ * @param options `tty` overrides `process.stderr.isTTY`; the rest go to `ProgressLines` (tests pass a fake clock)
+ */
+export function consoleReporter(options: ProgressLineOptions & { tty?: boolean } = {}): Reporter {
+  const tty = options.tty ?? process.stderr.isTTY === true;
+  const write = options.write ?? ((line: string) => console.error(line));
   return {
     bar(label: string, total: number): ProgressBar {
+      if (!tty) {
+        const lines = new ProgressLines(label, total, { ...options, write });
+        // A timer too, so a stage whose steps each take longer than the interval still prints (unref: never keeps the process alive).
+        const timer = setInterval(() => lines.tick(), Math.min(lines.intervalMs, 5000));
+        timer.unref();
+        return {
+          update: (value, info) => lines.update(value, info),
+          stop() {
+            clearInterval(timer);
+            lines.done();
+          },
+        };
+      }
       const bar = new cliProgress.SingleBar(
         {
           format: `${label.padEnd(18)} [{bar}] {value}/{total} {eta_formatted} {info}`,
@@ -27,12 +47,11 @@ export function consoleReporter(): Reporter {
         },
         stop() {
           bar.stop();
-          if (!process.stderr.isTTY) console.error(`${label}: done (${total})`);
         },
       };
     },
     log(message: string) {
-      console.error(message);
+      write(message);
     },
   };
 }

@@ -42,6 +42,7 @@ import { dryRunRecipe, evalRecipeRow, policyAgent, recipeContext, recipeEvalTask
 import { registerExport } from "./export.ts";
 import type { AgentFunction } from "../train/agentRollouts.ts";
 import { registerView } from "./view.ts";
+import { installInterruptHandler } from "./interrupt.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
 export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
@@ -125,6 +126,11 @@ async function agentModuleArg(arg: string): Promise<AgentFunction> {
   return fn as AgentFunction;
 }
 
+/** How `--env` takes an env, for every command's help (the loader is `envArg` below). */
+const ENV_ARG_HELP =
+  "a built-in name (`arl envs` lists them) or a .ts/.js file whose default export — else its first exported " +
+  "EnvRecipe ({ name, protocols, build, … }) — is the recipe (examples/own-env/weather.ts; .ts runs through tsx)";
+
 /**
  * `--env` given as a file (`./my-env.ts`, `envs/x.js`): imports it (TypeScript through tsx, which agentic-rl depends
  * on), registers its recipe (the default export, else the first exported recipe) and returns the recipe's name; an
@@ -151,7 +157,7 @@ program
   .command("train")
   .description("Warm start (SFT) + RL (GRPO by default; rl.advantage, rl.lossFn) on the built-in world, then the held-out summary table")
   .option("-c, --config <file>", "YAML or JSON config (sections: run, env, policy, sft, rl, reward, eval, detectors, lab)")
-  .option("--env <name>", "env recipe to train on (`arl envs` lists them; default search); its defaults apply under --config")
+  .option("--env <name>", `env recipe to train on (default search; its defaults apply under --config): ${ENV_ARG_HELP}`)
   .option("--smoke", "tiny model and budgets (seconds; for tests); its presets apply over --config, dotted flags last")
   .option("--print-config", "print the resolved config and exit")
   .option("--overwrite", "replace an existing run folder of the same name")
@@ -164,6 +170,7 @@ program
   .option("--agent <command>", "train your own agent (a shell command using the openai client or the AI SDK; env OPENAI_BASE_URL, ARL_RETRIEVAL_URL; task JSON on stdin; see examples/agents/README.md) on the search env's tasks")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.groupSize 8 --policy.dModel=64")
   .action(async (opts: { config?: string; env?: string; smoke?: boolean; printConfig?: boolean; overwrite?: boolean; resume?: boolean; dryRun?: boolean; agent?: string; agentModule?: string; agentDeadline?: string; agentWarmStart?: string; agentTool?: string }) => {
+    if (!opts.printConfig && !opts.dryRun) installInterruptHandler("train"); // Ctrl-C: what stopped, --resume, lock released
     const agentRun = opts.agent !== undefined || opts.agentModule !== undefined;
     const config = loadConfig(opts.config, opts.smoke === true, overrides, await envArg(opts.env), agentRun);
     if (opts.printConfig) {
@@ -249,7 +256,7 @@ program
   .option("--list", "list the designs, reward presets and terms, then exit")
   .option("--overwrite", "replace an existing lab folder of the same name")
   .option("--print-config", "print the resolved config and exit")
-  .option("--env <name>", "env whose designs to train (`arl envs`; a name or a file; default search): its own designs (EnvRecipe.labDesigns), or --designs algorithms")
+  .option("--env <name>", `env whose designs to train (default search): its own designs (EnvRecipe.labDesigns), or --designs algorithms; ${ENV_ARG_HELP}`)
   .option("--warm-start <checkpoint>", "start every design from this SFT checkpoint instead of training a warm start (e.g. runs/lab-algorithms/checkpoints/sft: same model shape and vocabulary)")
   .addHelpText("after", "\nAny config field can be set with its path, e.g. --rl.steps 50 --lab.examples 3")
   .action(async (opts: { designs?: string; config?: string; quick?: boolean; name?: string; list?: boolean; overwrite?: boolean; printConfig?: boolean; env?: string; warmStart?: string }) => {
@@ -272,6 +279,7 @@ program
       for (const t of TERM_LIST) console.log(`  ${t.name.padEnd(20)} [${t.family}] ${t.description}`);
       return;
     }
+    if (!opts.printConfig) installInterruptHandler("lab"); // Ctrl-C: what stopped, lock released
     let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
     const labEnv = (await envArg(opts.env)) ?? overrides["env.name"] ?? envNameOf(raw);
     if (labEnv !== "search") {
@@ -372,7 +380,7 @@ program
   .option("--agent <list>", "prompt-driven agents for --policy: prompt, function-calling, react (comma-separated) or all", "all")
   .option("--max-tokens <n>", "max_tokens of each --policy reply (the server's tokens)", "512")
   .option("--concurrency <n>", "--policy episodes in flight per agent", "4")
-  .option("--env <name>", "env recipe (`arl envs`; default search, or the checkpoint's run's env)")
+  .option("--env <name>", `env recipe (default search, or the checkpoint's run's env): ${ENV_ARG_HELP}`)
   .action(async (opts: { checkpoint?: string; split?: string; modes: string; data?: string; corpus?: string; limit?: string; policy: string[]; baseUrl?: string; apiKey?: string; agent: string; maxTokens: string; concurrency: string; env?: string }) => {
     if (!opts.checkpoint && opts.policy.length === 0 && opts.env === undefined) {
       throw new ConfigError(["--checkpoint or --policy: at least one is required (e.g. --checkpoint runs/default/checkpoints/final, --policy openai:MODEL --base-url URL)"]);
@@ -442,7 +450,7 @@ program
   .option("--temperature <t>", "sampling temperature", "1")
   .option("--data <file>", "real QA file instead of the built-in world")
   .option("--corpus <file>", "wiki-18 JSONL passages (with --data)")
-  .option("--env <name>", "env recipe (`arl envs`; default search, or the checkpoint's run's env)")
+  .option("--env <name>", `env recipe (default search, or the checkpoint's run's env): ${ENV_ARG_HELP}`)
   .action(async (opts: { checkpoint?: string; persona?: string; n: string; split: string; temperature: string; data?: string; corpus?: string; env?: string }) => {
     const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : loadConfig(undefined, false, overrides, await envArg(opts.env));
     const n = positiveInt("-n", opts.n);
@@ -469,7 +477,7 @@ program
       for (const g of groups) {
         const t = g.trajectories[0];
         t.reward = await computeReward(t, rewardConfigOf(config));
-        console.log(formatTrajectory(t) + (t.grade ? `\ngrade: ${t.grade.score} ${JSON.stringify(t.grade.parts)}${t.grade.explanation ? ` — ${t.grade.explanation}` : ""}` : "") + "\n");
+        console.log(formatTrajectory(t, { toolCalls: true }) + (t.grade ? `\ngrade: ${t.grade.score} ${JSON.stringify(t.grade.parts)}${t.grade.explanation ? ` — ${t.grade.explanation}` : ""}` : "") + "\n");
       }
       return;
     }

@@ -18,7 +18,8 @@ export interface ServeFlags {
   host: string;
   port: string;
   apiKey?: string;
-  maxBody: string;
+  /** Absent: the server's default (16 MiB; the gateway and `serve openai` derive theirs from the context). */
+  maxBody?: string;
   requestTimeout: string;
 }
 
@@ -28,7 +29,7 @@ export function serveFlags(cmd: Command, defaultPort: number): Command {
     .option("--host <host>", "interface to bind (0.0.0.0 serves other machines)", "127.0.0.1")
     .option("--port <port>", "TCP port (0 = any free port)", String(defaultPort))
     .option("--api-key <key>", "require Authorization: Bearer <key> on every request (default: env ARL_API_KEY, else none)")
-    .option("--max-body <bytes>", "largest accepted request body (bytes; larger ones get 413)", String(DEFAULT_BODY_LIMIT))
+    .option("--max-body <bytes>", `largest accepted request body (bytes; larger ones get 413; default ${DEFAULT_BODY_LIMIT}, or for a model server 8 × context × 32 bytes, at least 1 MiB)`)
     .option("--request-timeout <ms>", "most time to receive a whole request (ms; slower clients get 408)", "30000");
 }
 
@@ -62,7 +63,7 @@ export function serveOptions(flags: ServeFlags): ServeOptions {
     host: flags.host,
     port,
     apiKey,
-    bodyLimit: int("--max-body", flags.maxBody ?? String(DEFAULT_BODY_LIMIT), 1, 2 ** 31 - 1),
+    ...(flags.maxBody !== undefined ? { bodyLimit: int("--max-body", flags.maxBody, 1, 2 ** 31 - 1) } : {}),
     requestTimeoutMs: int("--request-timeout", flags.requestTimeout ?? "30000", 0, MAX_TIMER_MS), // Node's timer limit
   };
 }

@@ -6,6 +6,7 @@
  * a result (verl #3070). Which calls fault depends only on (seed, call key, attempt), never on timing or the
  * order in which concurrent episodes call, so the same seed injects the same faults into the same episodes.
  */
+import { describeValue } from "../core/values.ts";
 import { RetryableToolError, type Tool, type ToolCallContext } from "./tool.ts";
 import type { z } from "zod";
 
@@ -88,19 +89,19 @@ function stableJson(v: unknown): string {
  * Checks fault options. @throws Error naming the field and the allowed values
  */
 export function validateFaultOptions(o: FaultOptions): void {
-  if (!(o.rate >= 0 && o.rate <= 1)) throw new Error(`faults.rate must be a number in [0, 1], got ${o.rate}`);
+  if (!(typeof o.rate === "number" && o.rate >= 0 && o.rate <= 1)) throw new Error(`faults.rate must be a number in [0, 1], got ${describeValue(o.rate)}`);
   const kinds = o.kinds ?? FAULT_KINDS;
   if (kinds.length === 0) throw new Error(`faults.kinds must name at least one of ${FAULT_KINDS.join(", ")}`);
   for (const k of kinds) {
-    if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new Error(`faults.kinds: unknown kind "${k}"; allowed: ${FAULT_KINDS.join(", ")}`);
+    if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new Error(`faults.kinds: unknown kind ${JSON.stringify(k) ?? String(k)}; allowed: ${FAULT_KINDS.join(", ")}`);
   }
-  if (o.seed !== undefined && !Number.isInteger(o.seed)) throw new Error(`faults.seed must be an integer, got ${o.seed}`);
-  if (o.slowMs !== undefined && !(o.slowMs >= 0)) throw new Error(`faults.slowMs must be ≥ 0 ms, got ${o.slowMs}`);
+  if (o.seed !== undefined && !Number.isInteger(o.seed)) throw new Error(`faults.seed must be an integer, got ${describeValue(o.seed)}`);
+  if (o.slowMs !== undefined && !(typeof o.slowMs === "number" && o.slowMs >= 0)) throw new Error(`faults.slowMs must be ≥ 0 ms, got ${describeValue(o.slowMs)}`);
   if (o.hugeChars !== undefined && !(Number.isInteger(o.hugeChars) && o.hugeChars > 0)) {
-    throw new Error(`faults.hugeChars must be an integer > 0 (characters), got ${o.hugeChars}`);
+    throw new Error(`faults.hugeChars must be an integer > 0 (characters), got ${describeValue(o.hugeChars)}`);
   }
-  if (o.retryableShare !== undefined && !(o.retryableShare >= 0 && o.retryableShare <= 1)) {
-    throw new Error(`faults.retryableShare must be a number in [0, 1], got ${o.retryableShare}`);
+  if (o.retryableShare !== undefined && !(typeof o.retryableShare === "number" && o.retryableShare >= 0 && o.retryableShare <= 1)) {
+    throw new Error(`faults.retryableShare must be a number in [0, 1], got ${describeValue(o.retryableShare)}`);
   }
 }
 

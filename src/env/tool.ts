@@ -2,15 +2,19 @@
  * Typed tools in the style of the Vercel AI SDK (`tool({ description, inputSchema, execute })`, package `ai`),
  * with a zod input schema, a JSON Schema export for prompts/APIs, and a call wrapper that validates, times out,
  * retries what the tool marks retryable (with doubling back-off), limits concurrency per tool, checks the output
- * (JSON-serialisable, not binary, under a character cap, optional output schema) and never throws — so a failing,
+ * (JSON-serialisable, not binary, under a hard byte limit and a character cap, optional output schema; see
+ * `./toolOutput.ts`) and never throws — so a failing,
  * hanging, rate-limited or garbage-returning tool becomes an error observation rather than a crashed or hung
  * rollout. Failure modes from: verl #3070 (a malformed tool call ends the episode), verl PR #1948 (a rate-limited
  * tool hangs the step), verl #2445 (a multi-turn rollout never finishes).
  */
 import { z } from "zod";
 import type { ToolErrorKind } from "../core/types.ts";
+import { describeValue, ownCopy } from "../core/values.ts";
+import { checkOutput, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_RESULT_BYTES, thrownText, truncateChars } from "./toolOutput.ts";
 
 export type { ToolErrorKind } from "../core/types.ts";
+export { DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_RESULT_BYTES, truncateChars } from "./toolOutput.ts";
 
 /**
  * Context passed to `execute`: `signal` aborts when the attempt times out or the episode deadline passes;
@@ -81,7 +85,8 @@ export function isRetryable(e: unknown): boolean {
 
 /**
  * Result of `callTool`: the value, or an error (never an exception). An error carries its `kind`, the number of
- * `attempts` made (1 + retries used), and for `oversize` the output's head cut to the cap with a marker (`partial`).
+ * `attempts` made (1 + retries used), and for an `oversize` output over the soft cap (but within the hard limit) its
+ * head cut to the cap with a marker (`partial`, an own copy).
  */
 export type ToolResult<R> =
   | { ok: true; value: R }
@@ -100,7 +105,7 @@ export class ToolLimiter {
   /** @throws Error when maxConcurrency is not an integer ≥ 0 */
   constructor(readonly maxConcurrency: number) {
     if (!Number.isInteger(maxConcurrency) || maxConcurrency < 0) {
-      throw new Error(`ToolLimiter: maxConcurrency must be an integer ≥ 0 (0 = unlimited), got ${maxConcurrency}`);
+      throw new Error(`ToolLimiter: maxConcurrency must be an integer ≥ 0 (0 = unlimited), got ${describeValue(maxConcurrency)}`);
     }
   }
 
@@ -164,9 +169,14 @@ export class ToolLimiter {
  *   multiplies the wait, and a tool that wants its own timeouts retried throws a `RetryableToolError` itself;
  * - `backoffMs`: wait before the first retry (ms ≥ 0, default 100), doubled before each further retry and capped
  *   at `maxBackoffMs` (ms ≥ 0, default 5 000): retry k waits `min(maxBackoffMs, backoffMs × 2^(k−1))`;
- * - `maxOutputChars`: cap on the output's characters (the string itself, or its JSON text; integer > 0, default
- *   100 000); longer → an `oversize` error whose `partial` is the head cut to the cap with a marker. Error texts are
- *   cut to the cap too;
+ * - `maxOutputChars`: the soft cap on the output's characters (the string itself, or its JSON text; integer > 0,
+ *   default 100 000); longer → an `oversize` error whose `partial` is the head cut to the cap with a marker. Error
+ *   texts are cut to the cap too. What is kept — the value of a string result, the head, an error text — is an own
+ *   copy, never a view that keeps the tool's whole output alive;
+ * - `maxResultBytes`: the hard limit on the output's size (UTF-8 bytes of the string, or of its JSON text; integer
+ *   > 0, default `DEFAULT_MAX_RESULT_BYTES` = 16 MiB); larger → an `oversize` error `tool <name>: output of <n>
+ *   bytes exceeds the hard limit of <max> bytes (maxResultBytes)` without a head (`<n>` is `more than <max>` for a
+ *   non-string value: its serialisation stops at the limit);
  * - `limiter`: a `ToolLimiter` shared by the callers whose concurrency it limits. The wait for a slot does not
  *   count toward `timeoutMs` (a busy tool does not turn healthy calls into timeouts); it has its own limit
  *   `queueTimeoutMs` (ms ≥ 0, default `timeoutMs`), after which the call fails with kind `timeout`;
@@ -180,6 +190,7 @@ export interface CallToolOptions {
   backoffMs?: number;
   maxBackoffMs?: number;
   maxOutputChars?: number;
+  maxResultBytes?: number;
   limiter?: ToolLimiter;
   queueTimeoutMs?: number;
   deadlineAt?: number;
@@ -193,52 +204,6 @@ function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
     .join("; ");
 }
 
-/** `text` cut to at most `cap` characters, ending in `…[truncated N chars]` when cut. */
-export function truncateChars(text: string, cap: number): string {
-  if (text.length <= cap) return text;
-  const marker = `…[truncated ${text.length - cap} chars]`;
-  return marker.length >= cap ? text.slice(0, cap) : text.slice(0, cap - marker.length) + marker;
-}
-
-// A NUL, or a UTF-16 surrogate without its pair: bytes, not text.
-const BINARY_RE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Checks a tool's value: JSON-serialisable, no binary strings, within the cap, satisfying the output schema. */
-function checkOutput(t: Tool, value: unknown, cap: number): { kind: ToolErrorKind; error: string; partial?: string } | null {
-  const kind = "invalid_output" as const;
-  if (value === undefined || typeof value === "function" || typeof value === "symbol") {
-    return { kind, error: `tool ${t.name}: invalid output: not JSON-serialisable (${typeof value})` };
-  }
-  let binary = false;
-  let text: string;
-  try {
-    if (typeof value === "string") {
-      text = value;
-      binary = text.length <= cap && BINARY_RE.test(value); // an oversize string is not scanned
-    } else {
-      text = JSON.stringify(value, (_k, v: unknown) => {
-        if (typeof v === "string" && BINARY_RE.test(v)) binary = true;
-        return v;
-      });
-    }
-  } catch (e) {
-    return { kind, error: `tool ${t.name}: invalid output: not JSON-serialisable (${e instanceof Error ? e.message : String(e)})` };
-  }
-  if (text.length > cap) {
-    return {
-      kind: "oversize",
-      error: `tool ${t.name}: output of ${text.length} chars exceeds the cap of ${cap} chars`,
-      partial: truncateChars(text, cap),
-    };
-  }
-  if (binary) return { kind, error: `tool ${t.name}: invalid output: binary data (a NUL or unpaired surrogate)` };
-  if (t.outputSchema) {
-    const r = t.outputSchema.safeParse(value);
-    if (!r.success) return { kind, error: `tool ${t.name}: invalid output: ${truncateChars(formatIssues(r.error.issues), 500)}` };
-  }
-  return null;
-}
-
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -248,10 +213,10 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** A number option: undefined → `def`; else it must pass `ok`. */
+/** A number option: undefined → `def`; else it must be a number (not a numeric string) that passes `ok`. */
 function opt(name: string, v: number | undefined, def: number, ok: (x: number) => boolean, allowed: string): number {
-  const x = v ?? def;
-  if (!ok(x)) throw new Error(`callTool: ${name} must be ${allowed}, got ${x}`);
+  const x: unknown = v ?? def;
+  if (typeof x !== "number" || !ok(x)) throw new Error(`callTool: ${name} must be ${allowed}, got ${describeValue(x)}`);
   return x;
 }
 
@@ -261,28 +226,37 @@ function opt(name: string, v: number | undefined, def: number, ok: (x: number) =
  * attempts}`. Errors: `tool <name>: invalid input: <field>: <message>; …` (invalid_input),
  * `tool <name>: timed out after <ms> ms` (timeout; the `signal` given to execute is aborted),
  * `tool <name>: no free slot within <ms> ms (maxConcurrency <n>)` (timeout), `tool <name>: <message of the thrown
- * error>` (error), `tool <name>: invalid output: …` (invalid_output), `tool <name>: output of <n> chars exceeds the
- * cap of <cap> chars` (oversize), `tool <name>: episode deadline reached` (deadline), `tool <name>: <option> must
- * be …` (config). After retries the text ends with ` (after <n> attempts)`.
+ * error>` (error; a thrown non-Error shows as text, see `thrownText`), `tool <name>: invalid output: …`
+ * (invalid_output), `tool <name>: output of <n> bytes exceeds the hard limit of <max> bytes (maxResultBytes)` and
+ * `tool <name>: output of <n> chars exceeds the cap of <cap> chars` (oversize), `tool <name>: episode deadline
+ * reached` (deadline), `tool <name>: <option> must be …` (config). After retries the text ends with ` (after <n>
+ * attempts)`. A string value comes back as an own copy of the tool's string (same characters).
  */
 export async function callTool<S extends z.ZodType, R>(
   t: Tool<S, R>,
   rawArgs: unknown,
   options: CallToolOptions = {},
 ): Promise<ToolResult<R>> {
-  let timeoutMs: number, retries: number, backoffMs: number, maxBackoffMs: number, cap: number, queueTimeoutMs: number;
+  let timeoutMs: number, retries: number, backoffMs: number, maxBackoffMs: number, cap: number, maxBytes: number, queueTimeoutMs: number;
   try {
     const timerLimit = `(Node's timer limit; a longer delay would fire after 1 ms)`;
     timeoutMs = opt("timeoutMs", options.timeoutMs, 10_000, (x) => x > 0 && x <= MAX_TIMER_MS, `> 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
     retries = opt("retries", options.retries, 0, (x) => Number.isInteger(x) && x >= 0, "an integer ≥ 0");
     backoffMs = opt("backoffMs", options.backoffMs, 100, (x) => x >= 0 && x <= MAX_TIMER_MS, `≥ 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
     maxBackoffMs = opt("maxBackoffMs", options.maxBackoffMs, 5_000, (x) => x >= 0 && x <= MAX_TIMER_MS, `≥ 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
-    cap = opt("maxOutputChars", options.maxOutputChars, 100_000, (x) => Number.isInteger(x) && x > 0, "an integer > 0");
+    cap = opt("maxOutputChars", options.maxOutputChars, DEFAULT_MAX_OUTPUT_CHARS, (x) => Number.isInteger(x) && x > 0, "an integer > 0");
+    maxBytes = opt("maxResultBytes", options.maxResultBytes, DEFAULT_MAX_RESULT_BYTES, (x) => Number.isInteger(x) && x > 0, "an integer > 0 (bytes)");
     queueTimeoutMs = opt("queueTimeoutMs", options.queueTimeoutMs, timeoutMs, (x) => x >= 0 && x <= MAX_TIMER_MS, `≥ 0 and ≤ ${MAX_TIMER_MS} ms ${timerLimit}`);
   } catch (e) {
     return { ok: false, error: `tool ${t.name}: ${(e as Error).message.replace(/^callTool: /, "")}`, kind: "config", attempts: 0 };
   }
-  const parsed = t.inputSchema.safeParse(rawArgs);
+  let parsed: z.ZodSafeParseResult<z.output<S>>;
+  try {
+    parsed = t.inputSchema.safeParse(rawArgs) as z.ZodSafeParseResult<z.output<S>>;
+  } catch (e) {
+    // A recursive schema (z.lazy) walks deeply nested arguments recursively; the stack overflow is the input's fault.
+    return { ok: false, error: truncateChars(`tool ${t.name}: invalid input: could not be validated (${thrownText(e, 200)})`, cap), kind: "invalid_input", attempts: 0 };
+  }
   if (!parsed.success) {
     return { ok: false, error: truncateChars(`tool ${t.name}: invalid input: ${formatIssues(parsed.error.issues)}`, cap), kind: "invalid_input", attempts: 0 };
   }
@@ -308,7 +282,7 @@ export async function callTool<S extends z.ZodType, R>(
       }
     }
     try {
-      last = await attemptOnce(t, parsed.data, attempt, Math.min(timeoutMs, left()), timeoutMs, cap, options.callKey);
+      last = await attemptOnce(t, parsed.data, attempt, Math.min(timeoutMs, left()), timeoutMs, { cap, maxBytes }, options.callKey);
     } finally {
       release();
     }
@@ -332,9 +306,10 @@ async function attemptOnce<S extends z.ZodType, R>(
   attempt: number,
   limitMs: number,
   timeoutMs: number,
-  cap: number,
+  limits: { cap: number; maxBytes: number },
   callKey: string | undefined,
 ): Promise<ToolResult<R> & { retryable?: true }> {
+  const { cap, maxBytes } = limits;
   const controller = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const byDeadline = limitMs < timeoutMs;
@@ -353,17 +328,15 @@ async function attemptOnce<S extends z.ZodType, R>(
     try {
       // Inside the async wrapper so a synchronous throw from execute is caught too.
       const value = await t.execute(input, ctx);
-      const bad = checkOutput(t as Tool, value, cap);
-      if (bad) return { ok: false, ...bad, error: truncateChars(bad.error, cap), attempts: attempt + 1 };
-      return { ok: true, value };
+      const schema = t.outputSchema;
+      const validate = schema && ((v: unknown) => { const r = schema.safeParse(v); return r.success ? null : formatIssues(r.error.issues); });
+      const bad = checkOutput(t.name, value, cap, maxBytes, validate);
+      if (bad) return { ok: false, ...bad, error: ownCopy(truncateChars(bad.error, cap)), attempts: attempt + 1 };
+      // A string is kept (observation, turn record) as an own copy: a tool's `page.slice(0, 5000)` keeps all of page.
+      return { ok: true, value: (typeof value === "string" ? ownCopy(value) : value) as R };
     } catch (e) {
-      let msg: string;
-      try {
-        msg = e instanceof Error ? e.message : String(e);
-      } catch {
-        msg = "(an unprintable value was thrown)";
-      }
-      const r: ToolResult<R> & { retryable?: true } = { ok: false, error: truncateChars(`tool ${t.name}: ${msg}`, cap), kind: "error", attempts: attempt + 1 };
+      const msg = thrownText(e, cap);
+      const r: ToolResult<R> & { retryable?: true } = { ok: false, error: ownCopy(truncateChars(`tool ${t.name}: ${msg}`, cap)), kind: "error", attempts: attempt + 1 };
       if (isRetryable(e)) r.retryable = true;
       return r;
     }

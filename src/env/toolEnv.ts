@@ -10,7 +10,8 @@
 import type { Action, Grade, StepResult, Task, ToolCallResult } from "../core/types.ts";
 import type { Protocol } from "../protocol/types.ts";
 import { validateFaultOptions, withFaults, type FaultOptions } from "./faults.ts";
-import { callTool, toolJsonSchema, ToolLimiter, type Tool, type ToolJsonSchema } from "./tool.ts";
+import { describeValue } from "../core/values.ts";
+import { callTool, DEFAULT_MAX_OUTPUT_CHARS, toolJsonSchema, ToolLimiter, truncateChars, type Tool, type ToolJsonSchema } from "./tool.ts";
 import type { Env, EnvFactory, EpisodeInfo } from "./types.ts";
 
 /** One finished turn as the grader sees it: the parsed action and, for a tool-call turn, every call's result. */
@@ -33,7 +34,8 @@ export interface GradeInput<D, S> {
 /**
  * Tool-call settings (all optional): per-attempt `timeoutMs` (ms, default 10 000), `retries` of errors a tool
  * marks retryable (default 0), `backoffMs` / `maxBackoffMs` (ms), `maxConcurrency` (calls of one tool at once
- * across every episode of the factory; 0 = unlimited), `maxOutputChars` (characters). See `CallToolOptions`.
+ * across every episode of the factory; 0 = unlimited), `maxOutputChars` (the soft cap, characters),
+ * `maxResultBytes` (the hard limit, UTF-8 bytes). See `CallToolOptions`.
  */
 export interface ToolCallSettings {
   timeoutMs?: number;
@@ -42,6 +44,7 @@ export interface ToolCallSettings {
   maxBackoffMs?: number;
   maxConcurrency?: number;
   maxOutputChars?: number;
+  maxResultBytes?: number;
 }
 
 /**
@@ -58,7 +61,8 @@ export interface ToolCallSettings {
  * - `call`: tool-call settings; `faults`: fault injection on every tool (off when absent or `rate` 0);
  * - `latencyMs`: simulated latency of one call (ms) per tool name or for all (default 0), recorded on the step for
  *   cost rewards; deterministic, never slept;
- * - `formatResult(name, value)`: the text a successful call shows (default: the value's JSON, a string as it is).
+ * - `formatResult(name, value)`: the text a successful call shows (default: the value's JSON, a string as it is); a
+ *   longer text than `call.maxOutputChars` (default 100 000) is cut to it with a marker, as a tool's own output is.
  */
 export interface ToolEnvSpec<D = unknown, S = unknown> {
   protocol: Protocol;
@@ -81,13 +85,17 @@ export function defaultFormatResult(_name: string, value: unknown): string {
 }
 
 /**
- * Checks a grade: a finite score in [0, 1] and parts in [0, 1].
- * @throws Error naming the part and the value
+ * Checks a grade: an object with a finite number `score` in [0, 1] and `parts` mapping names to numbers in [0, 1].
+ * @throws Error naming the field and quoting the value with its type (`grade: score must be a number in [0, 1], got
+ *   "1" (a string)`), or saying the grade is not such an object
  */
 export function checkGrade(g: Grade): Grade {
-  if (!(Number.isFinite(g.score) && g.score >= 0 && g.score <= 1)) throw new Error(`grade: score must be in [0, 1], got ${g.score}`);
+  const inUnit = (v: unknown) => typeof v === "number" && Number.isFinite(v) && v >= 0 && v <= 1;
+  if (g === null || typeof g !== "object") throw new Error(`grade: expected {score, parts}, got ${describeValue(g)}`);
+  if (!inUnit(g.score)) throw new Error(`grade: score must be a number in [0, 1], got ${describeValue(g.score)}`);
+  if (g.parts === null || typeof g.parts !== "object") throw new Error(`grade: parts must be an object of numbers in [0, 1], got ${describeValue(g.parts)}`);
   for (const [k, v] of Object.entries(g.parts)) {
-    if (!(Number.isFinite(v) && v >= 0 && v <= 1)) throw new Error(`grade: part ${k} must be in [0, 1], got ${v}`);
+    if (!inUnit(v)) throw new Error(`grade: part ${JSON.stringify(k)} must be a number in [0, 1], got ${describeValue(v)}`);
   }
   return g;
 }
@@ -164,12 +172,15 @@ class ToolEnvEpisode<D, S> implements Env {
         backoffMs: call.backoffMs,
         maxBackoffMs: call.maxBackoffMs,
         maxOutputChars: call.maxOutputChars,
+        maxResultBytes: call.maxResultBytes,
         limiter: this.limiter,
         deadlineAt: this.episode.deadlineAt,
         callKey,
       });
       if (res.ok) {
-        results.push({ name: c.name, ok: true, content: (spec.formatResult ?? defaultFormatResult)(c.name, res.value), value: res.value });
+        // A user's formatter may lengthen the text past the cap the value was checked against (pretty JSON, framing).
+        const content = truncateChars((spec.formatResult ?? defaultFormatResult)(c.name, res.value), call.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS);
+        results.push({ name: c.name, ok: true, content, value: res.value });
       } else {
         results.push({ name: c.name, ok: false, content: `error: ${res.partial ?? res.error}`, errorKind: res.kind });
       }
@@ -213,7 +224,7 @@ class ToolEnvEpisode<D, S> implements Env {
  */
 export function toolEnv<D = unknown, S = unknown>(spec: ToolEnvSpec<D, S>): EnvFactory {
   for (const [k, v] of Object.entries({ maxTurns: spec.maxTurns ?? 8, maxCallsPerTurn: spec.maxCallsPerTurn ?? 1 })) {
-    if (!Number.isInteger(v) || v <= 0) throw new Error(`toolEnv: ${k} must be a positive integer, got ${v}`);
+    if (!Number.isInteger(v) || v <= 0) throw new Error(`toolEnv: ${k} must be a positive integer, got ${describeValue(v)}`);
   }
   const maxConcurrency = spec.call?.maxConcurrency ?? 0;
   const limiter = new ToolLimiter(maxConcurrency); // throws on a bad value, naming the field

@@ -3,10 +3,13 @@
  * reference, "Error codes"; the `openai` npm client reads `error.message`, `error.type`, `error.param` and
  * `error.code` into its `APIError`, see `node_modules/openai/core/error.d.ts`; the AI SDK's openai-compatible
  * provider parses the same shape, `node_modules/@ai-sdk/openai-compatible/dist/index.mjs`
- * `openaiCompatibleErrorDataSchema`). A client's mistake is always a 4xx, never a 500.
+ * `openaiCompatibleErrorDataSchema`). A client's mistake is always a 4xx, never a 500. A message is at most
+ * `MAX_ERROR_MESSAGE_CHARS` long and lists at most `MAX_LISTED_PROBLEMS` problems (src/serve/limits.ts), so a body of
+ * 10⁴ invalid messages gets a short answer.
  */
 import type { z } from "zod";
 import { HttpError } from "../serve/http.ts";
+import { capMessage, listProblems, pathName } from "../serve/limits.ts";
 
 /** The body of every gateway error response (OpenAI's). */
 export interface OpenAIErrorBody {
@@ -72,23 +75,22 @@ export function defaultCode(status: number): string | null {
  * An OpenAI error body.
  * @param status HTTP status: < 500 gives `type: "invalid_request_error"` (OpenAI uses it for 401 and 404 too), else
  *   `server_error`
+ * @param message cut to `MAX_ERROR_MESSAGE_CHARS` characters (saying how many were left out)
  */
 export function openAIError(status: number, message: string, param: string | null = null, code: string | null = null): OpenAIErrorBody {
-  return { error: { message, type: status < 500 ? "invalid_request_error" : "server_error", param, code: code ?? defaultCode(status) } };
+  return { error: { message: capMessage(message), type: status < 500 ? "invalid_request_error" : "server_error", param: param === null ? null : capMessage(param, 200), code: code ?? defaultCode(status) } };
 }
 
 /** A zod issue path as a field name: `["messages", 1, "content"]` → `messages[1].content`; `[]` → null. */
 export function fieldName(path: readonly PropertyKey[]): string | null {
-  let out = "";
-  for (const p of path) out += typeof p === "number" ? `[${p}]` : out === "" ? String(p) : `.${String(p)}`;
-  return out === "" ? null : out;
+  return pathName(path);
 }
 
 /**
  * Parses a request body with a zod schema.
  * @returns the parsed value
- * @throws GatewayError 400 whose message names every invalid field (`temperature: expected a number in [0, 2]`) and
- *   whose `param` is the first one
+ * @throws GatewayError 400 whose message names the invalid fields (`temperature: expected a number in [0, 2]`) —
+ *   the first `MAX_LISTED_PROBLEMS`, then how many more — and whose `param` is the first one
  */
 export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   if (body === undefined || body === null || typeof body !== "object" || Array.isArray(body)) {
@@ -98,7 +100,7 @@ export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.o
   if (r.success) return r.data;
   const issues = r.error.issues;
   const reasons = issues.map((i) => `${fieldName(i.path) ?? "body"}: ${i.message}`);
-  return fail(reasons.join("; "), fieldName(issues[0]?.path ?? []));
+  return fail(listProblems(reasons), fieldName(issues[0]?.path ?? []));
 }
 
 function fail(message: string, param: string | null): never {

@@ -14,13 +14,34 @@ import type { GatewayCall, GatewayReward, RolloutRecord } from "./types.ts";
 import { GatewayError } from "./errors.ts";
 import { mergeCalls } from "./records.ts";
 import { assistantKey, type ChatMsg } from "./render.ts";
+import { quoteShort } from "../serve/limits.ts";
 
 /** Default time a rollout has to be rewarded (ms): 10 minutes. */
 export const DEFAULT_DEADLINE_MS = 600_000;
 /** Largest deadline (ms): Node's timer limit (about 24.8 days). */
 export const MAX_DEADLINE_MS = 2 ** 31 - 1;
-/** Rollout ids: 1-256 printable characters, no `/` (they are one URL path segment). */
-export const ROLLOUT_ID_RE = /^[^/\s\p{Cc}]{1,256}$/u;
+/**
+ * Rollout ids: 1-256 of the characters a URL path segment carries as they are (RFC 3986 unreserved `A-Z a-z 0-9 - .
+ * _ ~`, and `:` `@` `+` `=`), and not dots only: `.` and `..` are dot-segments, which URL clients (WHATWG URL, the
+ * `openai` client, fetch) remove, so `/rollout/../v1/…` would reach another route and the call would never be
+ * recorded. Letters, digits and `-` cover every id the trainer makes (`run0-s3-t1-g2`).
+ */
+export const ROLLOUT_ID_RE = /^(?!\.+$)[A-Za-z0-9._~:@+=-]{1,256}$/;
+
+/** The rule of `ROLLOUT_ID_RE` in words (for error messages). */
+export const ROLLOUT_ID_RULE = '1-256 characters of A-Z a-z 0-9 - . _ ~ : @ + =, not dots only ("." and ".." are path segments URL clients rewrite)';
+
+/**
+ * Checks a rollout id.
+ * @returns the id
+ * @throws GatewayError 400 (param `id`) naming the allowed characters, unless `id` matches `ROLLOUT_ID_RE`
+ */
+export function checkRolloutId(id: unknown): string {
+  if (typeof id !== "string" || !ROLLOUT_ID_RE.test(id)) {
+    throw new GatewayError(400, `rollout id: expected ${ROLLOUT_ID_RULE}, got ${typeof id === "string" ? quoteShort(id) : typeof id}`, "id", "invalid_value");
+  }
+  return id;
+}
 
 /** Options of `RolloutRegistry`. */
 export interface RegistryOptions {
@@ -178,13 +199,11 @@ export class RolloutRegistry {
 
   /**
    * Opens a rollout; its deadline starts now.
-   * @throws GatewayError 400 on an id that is not 1-256 printable characters without `/`, or a bad deadline; 409 when
-   *   the id is already open or known
+   * @throws GatewayError 400 on an id outside `ROLLOUT_ID_RE` (`checkRolloutId`) or a bad deadline; 409 when the id is
+   *   already open or known
    */
   open(id: string, options: OpenOptions = {}): void {
-    if (typeof id !== "string" || !ROLLOUT_ID_RE.test(id)) {
-      throw new GatewayError(400, `rollout id: expected 1-256 printable characters without "/" or spaces, got ${JSON.stringify(id)}`, "id", "invalid_value");
-    }
+    checkRolloutId(id);
     if (this.rollouts.has(id)) throw new GatewayError(409, `rollout ${JSON.stringify(id)} already exists (${this.rollouts.get(id)!.status}); open each rollout once`, "id", "rollout_exists");
     const deadlineMs = checkDeadline(options.deadlineMs ?? this.deadlineMs, "deadlineMs");
     const r = new Rollout(id, { ...(options.meta ?? {}) }, deadlineMs, Date.now() + deadlineMs);

@@ -106,16 +106,32 @@ function callText(c: ChatCall): string {
 }
 
 /**
- * Renders a conversation (see the module doc).
+ * A conversation rendered but not yet tokenised: text pieces, each encoded on its own, between the sampled tokens of
+ * reused assistant turns. `renderChat` = `encodePieces(renderPieces(…))`; the gateway checks `textBytes` against the
+ * context between the two, so an over-long prompt is refused before the costly tokenisation.
+ */
+export interface RenderedPieces {
+  /** Text (to encode) and token ids `[tokens]` (reused turns, as sampled), in order; the first is text. */
+  pieces: Array<string | number[]>;
+  /** Assistant turns written with their sampled tokens. */
+  reused: number;
+  /** Tokens in the reused pieces. */
+  reusedTokens: number;
+  /** UTF-8 bytes of the text pieces. */
+  textBytes: number;
+}
+
+/**
+ * Renders a conversation into pieces (see the module doc and `RenderedPieces`); no tokenisation.
  * @param messages `[messages]`, at least one
  * @param tools the request's tools (none: no tools section)
- * @returns the prompt tokens `[prompt]` and how many assistant turns were reused token for token
+ * @param options `recall` and `imEndId` are used; `tokenizer` is not
  */
-export function renderChat(messages: readonly ChatMsg[], tools: readonly ChatTool[], options: RenderOptions): RenderedChat {
-  const { tokenizer } = options;
+export function renderPieces(messages: readonly ChatMsg[], tools: readonly ChatTool[], options: Omit<RenderOptions, "tokenizer">): RenderedPieces {
   const pieces: Array<string | number[]> = [];
   let buf = "";
   let reused = 0;
+  let reusedTokens = 0;
   const first = messages[0];
   const system = first?.role === "system" ? first.content : (options.defaultSystem ?? QWEN_DEFAULT_SYSTEM);
   buf += `${IM_START}system\n${tools.length > 0 ? hermesProtocol.system(toolSchemas(tools), system) : system}${IM_END}\n`;
@@ -129,6 +145,7 @@ export function renderChat(messages: readonly ChatMsg[], tools: readonly ChatToo
         pieces.push(buf, sampled);
         buf = "";
         reused++;
+        reusedTokens += sampled.length;
         const last = sampled[sampled.length - 1];
         if (options.imEndId === undefined || last !== options.imEndId) buf += IM_END;
         buf += "\n";
@@ -151,6 +168,17 @@ export function renderChat(messages: readonly ChatMsg[], tools: readonly ChatToo
   });
   buf += `${IM_START}assistant\n`;
   pieces.push(buf);
+  let textBytes = 0;
+  for (const p of pieces) if (typeof p === "string") textBytes += Buffer.byteLength(p, "utf8");
+  return { pieces, reused, reusedTokens, textBytes };
+}
+
+/**
+ * Tokenises rendered pieces: the first text piece with `tokenizer.promptTokens(text, {rendered: true})`, later text
+ * pieces with `encode`, reused token pieces as they are.
+ * @returns the prompt tokens `[prompt]`
+ */
+export function encodePieces(pieces: ReadonlyArray<string | readonly number[]>, tokenizer: Tokenizer): number[] {
   // Appended element by element: `push(...ids)` passes every id as an argument and overflows the call stack past
   // ~10⁵ ids (a 1 MB prompt), which must reach the context check as a 400, not throw a RangeError.
   const tokens: number[] = [];
@@ -162,7 +190,18 @@ export function renderChat(messages: readonly ChatMsg[], tools: readonly ChatToo
     else if (i === 0) append(tokenizer.promptTokens(p, { rendered: true }));
     else if (p !== "") append(tokenizer.encode(p));
   });
-  return { tokens, reused };
+  return tokens;
+}
+
+/**
+ * Renders a conversation (see the module doc).
+ * @param messages `[messages]`, at least one
+ * @param tools the request's tools (none: no tools section)
+ * @returns the prompt tokens `[prompt]` and how many assistant turns were reused token for token
+ */
+export function renderChat(messages: readonly ChatMsg[], tools: readonly ChatTool[], options: RenderOptions): RenderedChat {
+  const r = renderPieces(messages, tools, options);
+  return { tokens: encodePieces(r.pieces, options.tokenizer), reused: r.reused };
 }
 
 /** The rendered text of a conversation with no reused turns (what `renderChat` encodes; for tests and debugging). */

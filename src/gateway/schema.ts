@@ -12,6 +12,8 @@ import { z } from "zod";
 
 /** Most stop sequences per request (OpenAI allows 4; vLLM more). */
 export const MAX_STOP = 16;
+/** Most characters of one stop sequence: each is tokenised per request, so their size is bounded like the prompt's. */
+export const MAX_STOP_CHARS = 1024;
 /** OpenAI's rule for function names (`^[a-zA-Z0-9_-]{1,64}$`). */
 export const TOOL_NAME_RE = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -73,6 +75,8 @@ const toolChoiceSchema = z.union(
   { error: 'expected "none", "auto", "required" or {type: "function", function: {name}}' },
 );
 
+const stopString = z.string().min(1, "a stop sequence cannot be empty").max(MAX_STOP_CHARS, `a stop sequence is at most ${MAX_STOP_CHARS} characters`);
+
 const unsupported = (what: string) => ({ error: `${what} is not supported by this policy` });
 
 /** Body of `POST …/v1/chat/completions`. */
@@ -89,7 +93,7 @@ export const ChatCompletionBody = z.looseObject({
   max_tokens: int("an integer ≥ 1").min(1, "expected an integer ≥ 1").nullish(),
   max_completion_tokens: int("an integer ≥ 1").min(1, "expected an integer ≥ 1").nullish(),
   stop: z
-    .union([z.string().min(1, "a stop sequence cannot be empty"), z.array(z.string().min(1, "a stop sequence cannot be empty")).max(MAX_STOP, `at most ${MAX_STOP} stop sequences`)], {
+    .union([stopString, z.array(stopString).max(MAX_STOP, `at most ${MAX_STOP} stop sequences`)], {
       error: "expected a string or a list of strings",
     })
     .nullish(),

@@ -29,6 +29,13 @@
  * token only. The sampler is not incremental, so a stream is the finished completion cut into chunks at token
  * boundaries: streaming and non-streaming give identical records for the same seed by construction.
  *
+ * Work per request is bounded before it is done: the body by `bodyLimit` (413; default `contextBodyLimit` of the
+ * context, 1-16 MiB) and by `MAX_JSON_DEPTH` levels of nesting (400 naming the field; tool-call `arguments` too), the
+ * rendered prompt's text by `contextLength × maxBytesPerToken` bytes (400 `context_length_exceeded`, not tokenised),
+ * then its tokens by `contextLength`; each stop sequence by `MAX_STOP_CHARS`. Tokenising a prompt over
+ * `INLINE_WORK_BYTES` runs in a `WorkLane` (src/serve/limits.ts): one at a time, each in its own macrotask, so
+ * `/healthz` and other rollouts' calls are answered between them. Rollout ids are `ROLLOUT_ID_RE` (never `.` or `..`).
+ *
  * Tool calls: the completion is parsed by the hermes protocol (`<tool_call>{"name", "arguments"}</tool_call>`).
  * Malformed output (invalid JSON, an unknown tool, an unclosed block, no call under `tool_choice: "required"`) is
  * returned as plain content with `finish_reason: "stop"` (or `length`) and recorded `invalid: true` — the agent sees
@@ -46,10 +53,11 @@ import type { SampledSequence, SamplingClient } from "../policy/types.ts";
 import { IM_END, hermesProtocol } from "../protocol/hermes.ts";
 import type { Protocol } from "../protocol/types.ts";
 import { stopCut, protocolStops } from "../rollout/agent.ts";
-import { createApp, listen, type ServeOptions } from "../serve/http.ts";
+import { HttpError, NestingError, createApp, listen, type ServeOptions } from "../serve/http.ts";
+import { DEFAULT_MAX_BYTES_PER_TOKEN, MAX_JSON_DEPTH, WorkLane, contextBodyLimit, pathName, quoteShort, tooDeepPath } from "../serve/limits.ts";
 import { GatewayError, defaultCode, openAIError, parseRequest } from "./errors.ts";
-import { RolloutRegistry, ROLLOUT_ID_RE, type CallTicket } from "./registry.ts";
-import { QWEN_DEFAULT_SYSTEM, renderChat, toolSchemas, type ChatCall, type ChatMsg, type ChatTool } from "./render.ts";
+import { RolloutRegistry, checkRolloutId, type CallTicket } from "./registry.ts";
+import { QWEN_DEFAULT_SYSTEM, encodePieces, renderPieces, toolSchemas, type ChatCall, type ChatMsg, type ChatTool } from "./render.ts";
 import { ChatCompletionBody, OpenBody, RewardBody, type ChatCompletionRequest } from "./schema.ts";
 import type { GatewayCall, RolloutRecord } from "./types.ts";
 
@@ -69,9 +77,16 @@ export interface GatewayPolicy {
   maxTokens?: number;
   /** System text when a request has no system message (default Qwen2.5's, as its template writes it). */
   defaultSystem?: string;
+  /**
+   * Most UTF-8 bytes of rendered prompt text per token of the context (default `DEFAULT_MAX_BYTES_PER_TOKEN`, 32): a
+   * prompt whose text exceeds `contextLength × maxBytesPerToken` bytes is refused (400 `context_length_exceeded`)
+   * without being tokenised. Exact (never refuses a prompt that fits) when no token of the tokenizer stands for more
+   * bytes; otherwise a cap on the text one call may make the gateway tokenise.
+   */
+  maxBytesPerToken?: number;
 }
 
-/** Options of `gatewayApp` / `startGateway` (plus the shared `ServeOptions`: host, port, apiKey, body limit). */
+/** Options of `gatewayApp` / `startGateway` (plus the shared `ServeOptions`: host, port, apiKey, body limit — by default `contextBodyLimit` of the policy's context). */
 export interface GatewayOptions extends ServeOptions {
   policy: GatewayPolicy;
   /**
@@ -133,11 +148,35 @@ function text(content: string | Array<{ text: string }> | null | undefined): str
   return typeof content === "string" ? content : content.map((p) => p.text).join("");
 }
 
-/** Validated request messages → the renderer's messages. */
+/**
+ * @throws GatewayError 400 naming the field when tool-call `arguments` (JSON text) nest deeper than `MAX_JSON_DEPTH`
+ *   levels: the renderer prints them with a recursive walk
+ */
+function checkArgumentsDepth(args: string, field: string): void {
+  if (args.length <= MAX_JSON_DEPTH) return; // too short to nest that deep
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(args);
+  } catch {
+    return; // not JSON: rendered as a string
+  }
+  const path = tooDeepPath(parsed, MAX_JSON_DEPTH);
+  if (path !== undefined) {
+    throw new GatewayError(400, `${field}: JSON nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects (at ${pathName(path.slice(0, 6)) ?? "the top"}…); flatten it`, field, "invalid_value");
+  }
+}
+
+/** Validated request messages → the renderer's messages. @throws GatewayError 400 on arguments nested too deep */
 function chatMessages(body: ChatCompletionRequest): ChatMsg[] {
-  return body.messages.map((m) => {
+  return body.messages.map((m, i) => {
     const role = m.role === "developer" ? "system" : m.role;
-    const toolCalls: ChatCall[] = m.role === "assistant" ? (m.tool_calls ?? []).map((c) => ({ name: c.function.name, arguments: c.function.arguments })) : [];
+    const toolCalls: ChatCall[] =
+      m.role === "assistant"
+        ? (m.tool_calls ?? []).map((c, j) => {
+            checkArgumentsDepth(c.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`);
+            return { name: c.function.name, arguments: c.function.arguments };
+          })
+        : [];
     return { role, content: text(m.content), toolCalls };
   });
 }
@@ -169,7 +208,8 @@ function toolChoice(body: ChatCompletionRequest, tools: readonly ChatTool[]): Ch
   if (c === "required") return { kind: "required" };
   const name = c.function.name;
   if (!tools.some((t) => t.name === name)) {
-    throw new GatewayError(400, `tool_choice: unknown tool ${JSON.stringify(name)}; the request's tools are ${tools.map((t) => t.name).join(", ")}`, "tool_choice.function.name", "invalid_value");
+    const names = tools.slice(0, 10).map((t) => t.name).join(", ") + (tools.length > 10 ? ` … and ${tools.length - 10} more` : "");
+    throw new GatewayError(400, `tool_choice: unknown tool ${quoteShort(name)}; the request's tools are ${names}`, "tool_choice.function.name", "invalid_value");
   }
   return { kind: "named", name };
 }
@@ -328,15 +368,20 @@ async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   }
 }
 
-/** An error thrown inside a route → the OpenAI error body and status. */
-function errorReply(err: Error & { statusCode?: number; code?: string }, reply: FastifyReply): FastifyReply {
+/** An error thrown inside a route → the OpenAI error body and status (`bodyLimit`: bytes, named in a 413). */
+function errorReply(err: Error & { statusCode?: number; code?: string }, reply: FastifyReply, bodyLimit: number): FastifyReply {
   if (err instanceof GatewayError) {
     if (err.status === 409) void reply.header("x-should-retry", "false"); // the openai client retries 409 otherwise
     return reply.code(err.status).send(err.body());
   }
+  if (err instanceof NestingError) return reply.code(400).send(openAIError(400, err.message, err.field, "invalid_value"));
+  if (err instanceof HttpError) return reply.code(err.status).send(openAIError(err.status, err.message));
   const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
   if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || (status === 400 && err instanceof SyntaxError)) {
     return reply.code(400).send(openAIError(400, `the request body is not valid JSON (${err.message})`, null, "invalid_json"));
+  }
+  if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+    return reply.code(413).send(openAIError(413, `the request body is over this gateway's limit of ${bodyLimit} bytes (for its context; serve with a larger bodyLimit / --max-body to raise it)`, null, "request_too_large"));
   }
   if (err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return reply.code(400).send(openAIError(400, "the request body is empty; expected a JSON object", null, "invalid_json"));
   return reply.code(status).send(openAIError(status, status === 500 ? `internal error: ${err.message}` : err.message));
@@ -344,8 +389,8 @@ function errorReply(err: Error & { statusCode?: number; code?: string }, reply: 
 
 /**
  * The gateway's fastify app (not listening; `startGateway` listens). See the module doc for routes and semantics.
- * @throws Error when the policy's protocol is not hermes, or `contextLength` / `maxTokens` / timeouts are not
- *   positive integers
+ * @throws Error when the policy's protocol is not hermes, or `contextLength` / `maxTokens` / `maxBytesPerToken` /
+ *   timeouts are not positive integers
  */
 export function gatewayApp(options: GatewayOptions): Gateway {
   const policy = options.policy;
@@ -354,7 +399,8 @@ export function gatewayApp(options: GatewayOptions): Gateway {
   const C = policy.contextLength;
   const defaultMax = policy.maxTokens ?? DEFAULT_MAX_TOKENS;
   const callTimeout = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
-  for (const [k, v] of Object.entries({ contextLength: C, maxTokens: defaultMax, callTimeoutMs: callTimeout })) {
+  const bytesPerToken = policy.maxBytesPerToken ?? DEFAULT_MAX_BYTES_PER_TOKEN;
+  for (const [k, v] of Object.entries({ contextLength: C, maxTokens: defaultMax, callTimeoutMs: callTimeout, maxBytesPerToken: bytesPerToken })) {
     if (!Number.isInteger(v) || v <= 0) throw new Error(`gateway: ${k} must be a positive integer, got ${v}`);
   }
   const baseSeed = options.seed ?? 0;
@@ -369,8 +415,10 @@ export function gatewayApp(options: GatewayOptions): Gateway {
   const registry = new RolloutRegistry({ deadlineMs: options.deadlineMs, onRecord: options.onRecord });
   let sampler = policy.sampler;
   let plainCalls = 0;
+  const lane = new WorkLane();
   const created = Math.floor(Date.now() / 1000);
-  const app = createApp(options, (status, message) => openAIError(status, message));
+  const bodyLimit = options.bodyLimit ?? contextBodyLimit(C, bytesPerToken);
+  const app = createApp({ ...options, bodyLimit }, (status, message) => openAIError(status, message));
 
   // Every error body is OpenAI's, including those sent outside the gateway's routes (createApp's 401, unknown routes).
   app.addHook("onSend", async (_req, reply, payload) => {
@@ -395,10 +443,9 @@ export function gatewayApp(options: GatewayOptions): Gateway {
     if (Array.isArray(h)) throw new GatewayError(400, "x-rollout-id: give one rollout id, not several headers", "x-rollout-id", "invalid_value");
     return checkId(h);
   };
-  const checkId = (id: string): string => {
-    if (!ROLLOUT_ID_RE.test(id)) throw new GatewayError(400, `rollout id: expected 1-256 printable characters without "/" or spaces, got ${JSON.stringify(id)}`, "id", "invalid_value");
-    return id;
-  };
+  const checkId = (id: string): string => checkRolloutId(id);
+  const tooLong = (detail: string) =>
+    new GatewayError(400, `This model's maximum context length is ${C} tokens. However, ${detail}. Please reduce the length of the messages or tools.`, "messages", "context_length_exceeded");
 
   const chat = async (req: FastifyRequest, reply: FastifyReply) => {
     const started = Date.now();
@@ -412,15 +459,22 @@ export function gatewayApp(options: GatewayOptions): Gateway {
     let turn: Turn;
     let prompt: number[];
     try {
-      prompt = renderChat(messages, tools, { tokenizer, defaultSystem, imEndId, ...(ticket ? { recall: registry.recaller(ticket.rolloutId) } : {}) }).tokens;
-      if (prompt.length >= C) {
-        throw new GatewayError(
-          400,
-          `This model's maximum context length is ${C} tokens. However, your messages resulted in ${prompt.length} tokens, leaving no room for a completion (at least 1 token). Please reduce the length of the messages or tools.`,
-          "messages",
-          "context_length_exceeded",
+      const rendered = renderPieces(messages, tools, { defaultSystem, imEndId, ...(ticket ? { recall: registry.recaller(ticket.rolloutId) } : {}) });
+      // Sizes before work: the reused turns' tokens are counted exactly; the text is bounded by bytes before it is
+      // tokenised (tokenising megabytes takes seconds, during which nothing else is answered).
+      if (rendered.reusedTokens >= C) throw tooLong(`the assistant turns your messages send back already hold ${rendered.reusedTokens} tokens, leaving no room for a completion`);
+      const textCap = (C - rendered.reusedTokens) * bytesPerToken;
+      if (rendered.textBytes > textCap) {
+        throw tooLong(
+          `your messages and tools are ${rendered.textBytes} bytes of text, more than this gateway tokenizes for the context (${C - rendered.reusedTokens} tokens × ${bytesPerToken} bytes = ${textCap} bytes)`,
         );
       }
+      prompt = await lane.run(rendered.textBytes, () => {
+        // Waited in the lane: a client that hung up meanwhile is not worth tokenising for.
+        if (req.raw.socket?.destroyed === true) throw new GatewayError(408, "the client closed the connection before its prompt was read; the call is not recorded", null, "client_closed");
+        return encodePieces(rendered.pieces, tokenizer);
+      });
+      if (prompt.length >= C) throw tooLong(`your messages resulted in ${prompt.length} tokens, leaving no room for a completion (at least 1 token)`);
       const maxTokens = Math.min(body.max_completion_tokens ?? body.max_tokens ?? defaultMax, C - prompt.length);
       const seed =
         body.seed !== null && body.seed !== undefined
@@ -536,12 +590,12 @@ export function gatewayApp(options: GatewayOptions): Gateway {
   const model = async (req: FastifyRequest) => {
     knownRollout(req);
     const name = decodeURIComponent((req.params as { "*": string })["*"]);
-    if (name !== policy.name) throw new GatewayError(404, `model ${JSON.stringify(name)} does not exist; this gateway serves ${JSON.stringify(policy.name)}`, "model", "model_not_found");
+    if (name !== policy.name) throw new GatewayError(404, `model ${quoteShort(name)} does not exist; this gateway serves ${JSON.stringify(policy.name)}`, "model", "model_not_found");
     return modelCard();
   };
 
   void app.register(async (scope) => {
-    scope.setErrorHandler((err: Error, _req, reply) => errorReply(err, reply));
+    scope.setErrorHandler((err: Error, _req, reply) => errorReply(err, reply, bodyLimit));
     scope.get("/healthz", async () => ({ status: "ok", model: policy.name, rollouts: { pending: registry.pending().length } }));
     scope.post("/rollout/:id/v1/chat/completions", chat);
     scope.post("/v1/chat/completions", chat);

@@ -5,6 +5,7 @@
 import type { EnvRecipe } from "../env/recipe.ts";
 import type { ExperimentConfig } from "../train/config.ts";
 import { ConfigError, applyOverrides, resolveConfig } from "../train/config.ts";
+import { didYouMean } from "../core/suggest.ts";
 
 /** A reward design: what `arl lab` trains, one per run. */
 export interface LabDesign {
@@ -107,12 +108,13 @@ export function resolveDesigns(config: ExperimentConfig): LabDesign[] {
   for (const name of config.lab.designs.flatMap((n) => (n === "algorithms" ? ALGORITHM_SET : [n]))) {
     if (seen.has(name)) problems.push(`lab.designs: "${name}" is listed twice`);
     seen.add(name);
-    const custom = builtin(name) ? undefined : config.lab.define[name];
+    // Own keys only: a name such as `constructor` or `toString` is inherited by every object, not a design.
+    const custom = builtin(name) || !Object.hasOwn(config.lab.define, name) ? undefined : config.lab.define[name];
     const d = custom
       ? { description: custom.description, preset: custom.preset, weights: custom.weights, overrides: Object.fromEntries(Object.entries(custom.overrides).map(([k, v]) => [k, String(v)])) }
-      : (BUILTIN_DESIGNS[name] ?? ALGORITHM_DESIGNS[name]);
+      : Object.hasOwn(BUILTIN_DESIGNS, name) ? BUILTIN_DESIGNS[name] : Object.hasOwn(ALGORITHM_DESIGNS, name) ? ALGORITHM_DESIGNS[name] : undefined;
     if (d === undefined) {
-      problems.push(`lab.designs: unknown design "${name}"; allowed: ${allowed.join(", ")} (or define it under lab.define)`);
+      problems.push(`lab.designs: unknown design "${name}"${didYouMean(name, allowed)}; allowed: ${allowed.join(", ")} (or define it under lab.define)`);
       continue;
     }
     for (const key of Object.keys(d.overrides)) {
@@ -206,7 +208,7 @@ export function resolveEnvDesigns(config: ExperimentConfig, recipe: Pick<EnvReci
     }
     if (d === undefined) {
       const search = Object.hasOwn(BUILTIN_DESIGNS, name) ? ` ("${name}" is a design of the search env)` : "";
-      problems.push(`lab.designs: unknown design "${name}" for the ${recipe.name} env${search}; allowed: ${allowed.join(", ")} (or define it under lab.define)`);
+      problems.push(`lab.designs: unknown design "${name}" for the ${recipe.name} env${search}${didYouMean(name, allowed)}; allowed: ${allowed.join(", ")} (or define it under lab.define)`);
       continue;
     }
     for (const key of Object.keys(d.overrides)) {

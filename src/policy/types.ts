@@ -103,7 +103,8 @@ export interface TrainingBackend {
   computeLogprobs(datums: Datum[]): Promise<number[][]>;
   /**
    * Applies accumulated gradients with Adam and clears them. Returns e.g. `grad_norm`. A backend may refuse an update
-   * whose gradient norm is not finite (the embedded one keeps its weights and Adam state and reports `skipped: 1`).
+   * whose gradient norm is not finite, or that would leave NaN/Inf in the weights or Adam moments (the embedded one
+   * keeps its weights and Adam state and reports `skipped: 1`).
    */
   optimStep(adam: AdamParams): Promise<Metrics>;
   /**

@@ -17,6 +17,7 @@
  *   veRL logs and skips is an invalid action here, with the reason.
  */
 import type { Action, ToolCall, ToolCallResult } from "../core/types.ts";
+import { jsonTextDeeperThan, nestedDeeperThan, ownCopy } from "../core/values.ts";
 import { stripThink } from "../env/searchR1.ts";
 import type { ToolJsonSchema } from "../env/tool.ts";
 import type { ParseOptions, Protocol } from "./types.ts";
@@ -95,6 +96,8 @@ export function toJsonLikeTemplate(value: unknown): string {
  * other values unchanged. The embedded word tokenizer decodes `{"city": "shanghai"}` as `{" city ": " shanghai "}`
  * (single spaces between tokens), so keys are trimmed to their names; values are left for the tool's schema to
  * normalise. Keys are written as own data properties (a key `__proto__` stays a plain key).
+ * @throws RangeError on a value nested deeper than the stack allows (thousands of levels): the parsers check
+ *   `MAX_ARGUMENT_DEPTH` before calling it
  */
 export function trimKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(trimKeys);
@@ -130,10 +133,10 @@ export function chatToolSpec(schema: ToolJsonSchema): {
   return { type: "function", function: { name: schema.name, description: schema.description, parameters: promptParameters(schema) } };
 }
 
-/** `unknown tool {name}; available: a, b` (or `; no tools are available`). */
+/** `unknown tool {name}; available: a, b` (or `; no tools are available`); a name over 80 characters is cut with `…`. */
 export function unknownToolReason(name: string, tools: readonly ToolJsonSchema[]): string {
   const avail = tools.length === 0 ? "no tools are available" : `available: ${tools.map((t) => t.name).join(", ")}`;
-  return `unknown tool ${name}; ${avail}`;
+  return `unknown tool ${echo(name)}; ${avail}`;
 }
 
 /** The most calls a turn may make: `options.maxCallsPerTurn`, default 1 (NaN counts as the default). */
@@ -147,6 +150,32 @@ export function tooManyCallsReason(n: number, m: number): string {
   return `${n} calls where at most ${m} ${m === 1 ? "is" : "are"} allowed`;
 }
 
+/**
+ * Most levels of arrays / objects a call's `arguments` may nest (`{"a": {"b": [1]}}` is 3). `JSON.parse` builds a value
+ * nested a million levels deep, but every later walk of it — key trimming, the tool's schema, rendering the call,
+ * `JSON.stringify` of the trajectory — is recursive and overflowed the stack (`RangeError`) at about 10 000 levels
+ * (issue 29); a call nested deeper than this is an invalid action instead. Real tool arguments nest a few levels.
+ */
+export const MAX_ARGUMENT_DEPTH = 64;
+
+/** Longest model-written value (a tool name, a JSON value) a reason repeats whole; longer ones are cut with `…`. */
+const MAX_ECHO_CHARS = 80;
+
+/** `text` as a reason repeats it: whole up to `MAX_ECHO_CHARS`, else its head and `…` (an own copy, see `ownCopy`). */
+function echo(text: string): string {
+  return text.length <= MAX_ECHO_CHARS ? text : `${ownCopy(text.slice(0, MAX_ECHO_CHARS))}…`;
+}
+
+/** Why a call nested too deep is invalid (`where` names the call). */
+export function tooDeepReason(where: string): string {
+  return `${where}: nested deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects in "arguments"`;
+}
+
+/** A parsed JSON value as a reason shows it: its JSON, cut by `echo`. */
+function echoJson(v: unknown): string {
+  return echo(JSON.stringify(v) ?? String(v));
+}
+
 /** A short quoted preview of model text for a reason (at most 40 characters). */
 export function preview(text: string): string {
   const t = text.trim();
@@ -155,28 +184,34 @@ export function preview(text: string): string {
 
 /**
  * Reads one call object (already `JSON.parse`d): keys trimmed (`trimKeys`), a string `name` (trimmed, non-empty) and
- * `arguments` given as an object, or as a JSON string holding an object (OpenAI's `function.arguments`).
+ * `arguments` given as an object, or as a JSON string holding an object (OpenAI's `function.arguments`), nested at
+ * most `MAX_ARGUMENT_DEPTH` levels. Never throws, whatever the value's depth or size: model-written values a reason
+ * repeats are cut to 80 characters.
  * @returns the call, or the reason it is invalid (`where` names the call, e.g. `tool call 2`)
  */
 export function readCall(raw: unknown, where: string): ToolCall | string {
-  const obj = trimKeys(raw);
-  if (obj === null || typeof obj !== "object" || Array.isArray(obj)) {
-    return `${where}: expected a JSON object {"name": …, "arguments": {…}}, got ${Array.isArray(obj) ? "an array" : JSON.stringify(obj)}`;
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    return `${where}: expected a JSON object {"name": …, "arguments": {…}}, got ${Array.isArray(raw) ? "an array" : echoJson(raw)}`;
   }
-  const rec = obj as Record<string, unknown>;
+  // Checked before any recursive walk (trimKeys first): the call object is one level above its arguments.
+  if (nestedDeeperThan(raw, MAX_ARGUMENT_DEPTH + 1)) return tooDeepReason(where);
+  const rec = trimKeys(raw) as Record<string, unknown>;
   if (typeof rec.name !== "string" || rec.name.trim() === "") {
-    return `${where}: "name" must be a non-empty string, got ${rec.name === undefined ? "nothing" : JSON.stringify(rec.name)}`;
+    return `${where}: "name" must be a non-empty string, got ${rec.name === undefined ? "nothing" : echoJson(rec.name)}`;
   }
   let args = rec.arguments;
   if (typeof args === "string") {
+    if (jsonTextDeeperThan(args, MAX_ARGUMENT_DEPTH)) return tooDeepReason(where);
+    let parsed: unknown;
     try {
-      args = trimKeys(JSON.parse(args) as unknown);
+      parsed = JSON.parse(args) as unknown;
     } catch (e) {
       return `${where}: "arguments" is a string that is not JSON (${(e as Error).message})`;
     }
+    args = trimKeys(parsed);
   }
   if (args === null || typeof args !== "object" || Array.isArray(args)) {
-    return `${where}: "arguments" must be a JSON object, got ${args === undefined ? "nothing" : Array.isArray(args) ? "an array" : JSON.stringify(args)}`;
+    return `${where}: "arguments" must be a JSON object, got ${args === undefined ? "nothing" : Array.isArray(args) ? "an array" : echoJson(args)}`;
   }
   return { name: rec.name.trim(), arguments: args as Record<string, unknown> };
 }
@@ -200,8 +235,9 @@ export function readCall(raw: unknown, where: string): ToolCall | string {
  * Invalid, each with its reason: an unclosed `<tool_call>` (no `</tool_call>`, or another `<tool_call>` first);
  * a `</tool_call>` without its `<tool_call>`; text between calls or after the last (`text after the tool call: …`);
  * more calls than `options.maxCallsPerTurn` (default 1; `N calls where at most M are allowed`); malformed JSON; JSON
- * that is not such an object; a tool not in `options.tools` (`unknown tool …`); an unclosed `<think>` or an empty
- * answer.
+ * that is not such an object; arguments nested deeper than `MAX_ARGUMENT_DEPTH`; a tool not in `options.tools`
+ * (`unknown tool …`); an unclosed `<think>` or an empty answer. Model-written values a reason repeats are cut to 80
+ * characters, so a reason stays short whatever the turn holds.
  *
  * Like veRL's regex, a call cannot hold the text `</tool_call>` in an argument string (the block ends there; the JSON
  * is then malformed).
@@ -242,6 +278,8 @@ export function parseHermes(turnText: string, options: ParseOptions): Action {
   const calls: ToolCall[] = [];
   for (const [i, block] of blocks.entries()) {
     const where = blocks.length === 1 ? "tool call" : `tool call ${i + 1}`;
+    // The call object is one level above its arguments; refused before JSON.parse builds a million levels.
+    if (jsonTextDeeperThan(block, MAX_ARGUMENT_DEPTH + 1)) return invalid(tooDeepReason(where));
     let raw: unknown;
     try {
       raw = JSON.parse(block) as unknown;

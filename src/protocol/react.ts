@@ -18,17 +18,20 @@
  * `Action:` in one turn is invalid rather than ignored.
  */
 import type { Action, ToolCall, ToolCallResult } from "../core/types.ts";
+import { jsonTextDeeperThan } from "../core/values.ts";
 import { stripThink } from "../env/searchR1.ts";
 import type { ToolJsonSchema } from "../env/tool.ts";
 import {
   IM_END,
   IM_START,
+  MAX_ARGUMENT_DEPTH,
   chatPrompt,
   chatUserTurn,
   preview,
   promptParameters,
   readCall,
   toJsonLikeTemplate,
+  tooDeepReason,
   tooManyCallsReason,
   unknownToolReason,
 } from "./hermes.ts";
@@ -38,7 +41,6 @@ import type { ParseOptions, Protocol } from "./types.ts";
 const ACTION_RE = /\baction\s*:/gi;
 const INPUT_RE = /\baction\s*input\s*:/gi;
 const FINAL_RE = /\bfinal\s*answer\s*:/gi;
-const TRAILING_OBSERVATION_RE = /\bobservation\s*:\s*$/i;
 
 /** Start and end of every match of a global regex in `text`. */
 function hits(re: RegExp, text: string): Array<{ start: number; end: number }> {
@@ -67,15 +69,32 @@ function objectEnd(text: string, start: number): number {
   return -1;
 }
 
-/** `text` without trailing whitespace, `<|im_end|>` and a trailing `Observation:` (the stop string), in any order. */
-function stripReactEnd(text: string): string {
-  let t = text;
+const WORD_CHAR_RE = /\w/;
+const SPACE_RE = /\s/;
+
+/**
+ * `text` without trailing whitespace, `<|im_end|>` and a trailing `Observation:` (the stop string; any case, any
+ * whitespace before the colon, not preceded by a word character), in any order and any number of them. Moves an end
+ * index back over what it strips — every step removes characters — so a turn of a million `Observation:`s takes
+ * linear time (re-running a `$`-anchored regex over the whole text for each one took 30–80 s per megabyte).
+ */
+export function stripReactEnd(text: string): string {
+  const OBSERVATION = "observation";
+  let end = text.length;
   for (;;) {
-    const before = t;
-    t = t.trimEnd();
-    if (t.endsWith(IM_END)) t = t.slice(0, -IM_END.length);
-    t = t.replace(TRAILING_OBSERVATION_RE, "");
-    if (t === before) return t;
+    while (end > 0 && SPACE_RE.test(text[end - 1])) end--;
+    if (text.startsWith(IM_END, end - IM_END.length) && end >= IM_END.length) {
+      end -= IM_END.length;
+      continue;
+    }
+    if (end === 0 || text[end - 1] !== ":") return text.slice(0, end);
+    let j = end - 1;
+    while (j > 0 && SPACE_RE.test(text[j - 1])) j--;
+    const start = j - OBSERVATION.length;
+    if (start < 0 || text.slice(start, j).toLowerCase() !== OBSERVATION || (start > 0 && WORD_CHAR_RE.test(text[start - 1]))) {
+      return text.slice(0, end);
+    }
+    end = start;
   }
 }
 
@@ -95,8 +114,9 @@ function stripReactEnd(text: string): string {
  * Invalid, each with its reason: both an Action and a Final Answer; neither; more than one `Action:` (ReAct takes
  * one action per turn, whatever `maxCallsPerTurn`: `2 calls where at most 1 is allowed (one Action per ReAct turn)`);
  * an Action without an Action Input (or an Action Input without, or before, its Action, or two of them); an
- * empty tool name; an Action Input that is not a JSON object, never closes (`unclosed JSON object`) or is malformed;
- * text after the Action Input; an unknown tool; an empty Final Answer.
+ * empty tool name; an Action Input that is not a JSON object, never closes (`unclosed JSON object`), is malformed or
+ * nests deeper than `MAX_ARGUMENT_DEPTH` (hermes); text after the Action Input; an unknown tool; an empty Final
+ * Answer. Linear time in the turn's length.
  */
 export function parseReact(turnText: string, options: ParseOptions): Action {
   const invalid = (reason: string): Action => ({ type: "invalid", reason });
@@ -139,6 +159,7 @@ export function parseReact(turnText: string, options: ParseOptions): Action {
   if (end < 0) return invalid(`malformed JSON in Action Input: unclosed JSON object in ${preview(rest)}`);
   const after = rest.slice(end);
   if (after.trim() !== "") return invalid(`text after the Action Input: ${preview(after)}`);
+  if (jsonTextDeeperThan(rest.slice(lead, end), MAX_ARGUMENT_DEPTH)) return invalid(tooDeepReason("Action Input"));
   let args: unknown;
   try {
     args = JSON.parse(rest.slice(lead, end)) as unknown;

@@ -4,6 +4,7 @@
  * breakdown: the trajectory is never dropped.
  */
 import type { RewardBreakdown, RewardTerm, Trajectory, TrajectoryGroup } from "../core/types.ts";
+import { describeValue } from "../core/values.ts";
 import { REWARD_TERMS } from "./terms.ts";
 import type { Judge, RewardContext, RewardOptions } from "./types.ts";
 
@@ -46,7 +47,7 @@ export function validateRewardConfig(config: RewardConfig): void {
     if (!Object.hasOwn(REWARD_TERMS, name)) {
       throw new Error(`unknown reward term "${name}"; allowed terms: ${allowed.join(", ")}`);
     }
-    if (!Number.isFinite(weight)) throw new Error(`reward term "${name}": weight must be a finite number, got ${weight}`);
+    if (!Number.isFinite(weight)) throw new Error(`reward term "${name}": weight must be a finite number, got ${describeValue(weight)}`);
     if (Math.abs(weight) > MAX_REWARD_WEIGHT) {
       throw new Error(`reward term "${name}": weight must be within ±${MAX_REWARD_WEIGHT}, got ${weight}`);
     }

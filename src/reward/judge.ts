@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
+import { describeValue } from "../core/values.ts";
 import { MAX_TIMER_MS } from "../env/tool.ts";
 import type { Judge, JudgeOptions } from "./types.ts";
 
@@ -105,11 +106,11 @@ export class OpenAIJudge implements Judge {
     }
     this.maxRetries = options.maxRetries ?? DEFAULT_JUDGE_RETRIES;
     if (!Number.isInteger(this.maxRetries) || this.maxRetries < 0) {
-      throw new Error(`judge.maxRetries must be an integer ≥ 0, got ${options.maxRetries}`);
+      throw new Error(`judge.maxRetries must be an integer ≥ 0, got ${describeValue(options.maxRetries)}`);
     }
     this.timeoutMs = options.timeoutMs ?? DEFAULT_JUDGE_TIMEOUT_MS;
     if (!(Number.isFinite(this.timeoutMs) && this.timeoutMs > 0)) {
-      throw new Error(`judge.timeoutMs must be a positive number of ms, got ${options.timeoutMs}`);
+      throw new Error(`judge.timeoutMs must be a positive number of ms, got ${describeValue(options.timeoutMs)}`);
     }
     if (this.timeoutMs > MAX_TIMER_MS) {
       // AbortSignal.timeout clamps a delay above 2³¹−1 ms to 1 ms: every call would time out at once.
@@ -117,7 +118,7 @@ export class OpenAIJudge implements Judge {
     }
     for (const k of ["pricePerInputToken", "pricePerOutputToken"] as const) {
       const p = options[k];
-      if (p !== undefined && !(Number.isFinite(p) && p >= 0)) throw new Error(`judge.${k} must be a finite number ≥ 0, got ${p}`);
+      if (p !== undefined && !(Number.isFinite(p) && p >= 0)) throw new Error(`judge.${k} must be a finite number ≥ 0, got ${describeValue(p)}`);
     }
     this.options = options;
     this.cacheFile = cacheFile;

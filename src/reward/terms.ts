@@ -8,6 +8,7 @@
  * its detector never disagree. A new term is one entry in `TERM_LIST`; the composer needs no change.
  */
 import { searchQuery, toolCallCounts, totalToolCalls, type Trajectory } from "../core/types.ts";
+import { describeValue } from "../core/values.ts";
 import { emCheck, firstContainedGold, normalizeAnswer, tokenF1 } from "./em.ts";
 import {
   answerGrounded,
@@ -281,7 +282,7 @@ export const needlessSearchTerm: RewardTermCtxFn = (traj, ctx) => {
  * @throws Error when c is not a positive finite number
  */
 export function otcToolReward(m: number, n: number | undefined, c: number): number {
-  if (!(Number.isFinite(c) && c > 0)) throw new Error(`otc: options.otcC must be a positive finite number, got ${c}`);
+  if (!(Number.isFinite(c) && c > 0)) throw new Error(`otc: options.otcC must be a positive finite number, got ${describeValue(c)}`);
   const ppo = Math.cos((m * Math.PI) / (2 * m + c));
   if (n === undefined) return ppo;
   if (n === 0) return m === 0 ? 1 : ppo;

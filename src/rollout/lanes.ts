@@ -20,6 +20,7 @@
  * deterministic. Every episode must be running from the start (no concurrency limit below the batch size): an
  * episode that has not started yet would hold its lane's first round forever.
  */
+import { describeValue } from "../core/values.ts";
 import type { GeneratedTurn, TurnContext, TurnGenerator } from "./agent.ts";
 
 interface Pending {
@@ -66,8 +67,8 @@ export class LaneGate {
     readonly laneCount: number,
     members: number,
   ) {
-    if (!Number.isInteger(laneCount) || laneCount < 1) throw new Error(`LaneGate: lanes must be an integer ≥ 1, got ${laneCount}`);
-    if (!Number.isInteger(members) || members < 0) throw new Error(`LaneGate: members must be an integer ≥ 0, got ${members}`);
+    if (!Number.isInteger(laneCount) || laneCount < 1) throw new Error(`LaneGate: lanes must be an integer ≥ 1, got ${describeValue(laneCount)}`);
+    if (!Number.isInteger(members) || members < 0) throw new Error(`LaneGate: members must be an integer ≥ 0, got ${describeValue(members)}`);
     this.lanes = Array.from({ length: laneCount }, () => ({ live: new Set<number>(), pending: new Map<number, Pending>(), queued: false }));
     for (let i = 0; i < members; i++) this.lanes[i % laneCount].live.add(i);
   }

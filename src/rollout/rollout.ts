@@ -11,6 +11,7 @@
  * (`Trajectory.sampled`) for the token-integrity check (TRL #5144).
  */
 import { searchQuery, type Grade, type SampledSpan, type Task, type Trajectory, type TrajectoryGroup, type Turn } from "../core/types.ts";
+import { describeValue } from "../core/values.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { TurnGenerator } from "./agent.ts";
@@ -68,6 +69,35 @@ export function capObservation(tokens: readonly number[], cap: number, close?: O
   return null;
 }
 
+/**
+ * Characters of an observation tokenised per token of its cap, and at least `OBSERVATION_TEXT_FLOOR` — no real token
+ * spans more, so the kept tokens are the same as if the whole text had been tokenised. The floor keeps every
+ * observation of today's envs (≤ `maxOutputChars`, 100 000, plus framing) whole, so their runs are unchanged.
+ */
+export const OBSERVATION_CHARS_PER_TOKEN = 1024;
+/** Observations at most this long (UTF-16 code units) are always tokenised whole. */
+export const OBSERVATION_TEXT_FLOOR = 1 << 20;
+
+/**
+ * The text of an observation worth tokenising for a cap of `cap` tokens: the text itself when short, else its head
+ * (`max(cap × OBSERVATION_CHARS_PER_TOKEN, OBSERVATION_TEXT_FLOOR)` characters) and its tail (`closeText` and 1 024
+ * characters before it, so `capObservation` still finds the closing suffix). An env not built on `toolEnv` can return
+ * a 50 MB observation; tokenising it whole to keep 96 tokens cost seconds and gigabytes (issue 29, part 2's kind).
+ * A cut never splits a surrogate pair. `floor` (characters) is `OBSERVATION_TEXT_FLOOR` except in tests.
+ */
+export function observationTextToTokenize(text: string, cap: number, closeText = "", floor = OBSERVATION_TEXT_FLOOR): string {
+  const headChars = Math.max(cap * OBSERVATION_CHARS_PER_TOKEN, floor);
+  const tailChars = closeText.length + 1024;
+  if (text.length <= headChars + tailChars) return text;
+  let h = headChars;
+  if (isHighSurrogate(text.charCodeAt(h - 1))) h--;
+  let t = text.length - tailChars;
+  if (isHighSurrogate(text.charCodeAt(t - 1))) t--;
+  return text.slice(0, h) + text.slice(t);
+}
+
+const isHighSurrogate = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
+
 /** Why an episode was dropped instead of reaching the update. */
 export type DropReason = "prompt_too_long" | "env_reset_error" | "env_step_error" | "generator_error" | "episode_error" | "group_incomplete";
 
@@ -123,7 +153,7 @@ export async function runEpisode(
   options: EpisodeOptions = {},
 ): Promise<Trajectory> {
   const deadlineMs = options.deadlineMs ?? 0;
-  if (!(deadlineMs >= 0)) throw new EpisodeError("episode_error", `rollout: deadlineMs must be ≥ 0 ms (0 = none), got ${deadlineMs}`);
+  if (!(typeof deadlineMs === "number" && deadlineMs >= 0)) throw new EpisodeError("episode_error", `rollout: deadlineMs must be ≥ 0 ms (0 = none), got ${describeValue(deadlineMs)}`);
   const deadlineAt = deadlineMs > 0 ? performance.now() + deadlineMs : undefined;
   const pastDeadline = () => deadlineAt !== undefined && performance.now() >= deadlineAt;
   const env = await stage("env_reset_error", `rollout: env of task ${task.id}`, () => makeEnv());
@@ -183,7 +213,11 @@ export async function runEpisode(
     if (!result.done && !late && room > 0) {
       const close = result.observationClose === undefined ? undefined : { text: result.observationClose, tokenizer };
       const capped = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () =>
-        capObservation(tokenizer.encode(result.observation), Math.min(limits.maxObservationTokens, room), close),
+        capObservation(
+          tokenizer.encode(observationTextToTokenize(result.observation, Math.min(limits.maxObservationTokens, room), close?.text)),
+          Math.min(limits.maxObservationTokens, room),
+          close,
+        ),
       );
       if (capped === null) noRoom = true;
       else obsTokens = capped;
@@ -295,7 +329,7 @@ export async function rolloutBatch(
   const results: Array<Trajectory | DroppedEpisode> = new Array(jobs.length);
   const limit = Math.max(1, options.concurrency ?? 512);
   const lanes = options.lanes ?? 0;
-  if (!Number.isInteger(lanes) || lanes < 0) throw new Error(`rollout: lanes must be an integer ≥ 0 (0 = off), got ${lanes}`);
+  if (!Number.isInteger(lanes) || lanes < 0) throw new Error(`rollout: lanes must be an integer ≥ 0 (0 = off), got ${describeValue(lanes)}`);
   if (lanes > 0 && limit < jobs.length) {
     throw new Error(`rollout: lanes need every episode running at once, but concurrency ${limit} < ${jobs.length} episodes`);
   }

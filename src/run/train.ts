@@ -7,6 +7,7 @@
 import type { EnvRecipe } from "../env/recipe.ts";
 import { getRecipe } from "../envs/index.ts";
 import { applyOverrides, ConfigError, resolveConfig, type ExperimentConfig } from "../train/config.ts";
+import { RESERVED_KEYS, reservedKeyProblem } from "../train/configGuards.ts";
 import { runExperiment, silentReporter, type ExperimentSummary, type Reporter } from "../train/experiment.ts";
 import { runRecipeExperiment, type RecipeSummary } from "../train/recipeRun.ts";
 
@@ -24,11 +25,16 @@ export interface TrainOptions {
   smoke?: boolean;
 }
 
-/** Deep merge of plain objects: `over`'s leaves win. */
+/**
+ * Deep merge of plain objects: `over`'s leaves win.
+ * @throws ConfigError on a `__proto__` / `constructor` / `prototype` key (a JSON-parsed config may hold one as its
+ *   own key; assigning it would replace the merged object's prototype)
+ */
 function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...base };
   for (const [k, v] of Object.entries(over)) {
-    const b = out[k];
+    if (RESERVED_KEYS.has(k)) throw new ConfigError([reservedKeyProblem({ [k]: null }) ?? k]);
+    const b = Object.hasOwn(out, k) ? out[k] : undefined;
     out[k] = v !== null && typeof v === "object" && !Array.isArray(v) && b !== null && typeof b === "object" && !Array.isArray(b) ? merge(b as Record<string, unknown>, v as Record<string, unknown>) : v;
   }
   return out;
@@ -45,9 +51,12 @@ export function withRecipeDefaults(raw: Record<string, unknown>, recipe: EnvReci
 /**
  * A raw config with `defaults` (config paths → values, as flags: `{"rl.steps": "40"}`) applied under it: the raw
  * config's own fields win (e.g. `AGENT_DEFAULTS` under `arl train --agent`'s config file and flags).
- * @throws ConfigError from `applyOverrides` on a malformed default
+ * @throws ConfigError from `applyOverrides` on a malformed default; naming the path of a `__proto__` / `constructor` /
+ *   `prototype` key in `raw`
  */
 export function withDefaults(raw: Record<string, unknown>, defaults: Readonly<Record<string, string>>): Record<string, unknown> {
+  const reserved = reservedKeyProblem(raw); // named with its full path here; `merge` refuses it too
+  if (reserved !== undefined) throw new ConfigError([reserved]);
   return merge(applyOverrides({}, { ...defaults }), raw);
 }
 

@@ -1,15 +1,16 @@
 /**
- * The HTTP layer every `arl serve …` server shares (fastify): loopback bind by default, optional bearer token,
- * request-size limit, JSON bodies checked with zod, and errors as `{error: reason}` with a 4xx status — a bad
- * request never becomes a 500.
+ * The HTTP layer every `arl serve …` server shares (fastify): loopback bind by default, optional bearer token
+ * (compared in constant time), request-size limit, JSON bodies at most `MAX_JSON_DEPTH` levels deep and checked with
+ * zod, and errors as `{error: reason}` with a 4xx status and a bounded message (`./limits.ts`) — a bad request never
+ * becomes a 500.
  */
 import { createServer, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
+import { DEFAULT_BODY_LIMIT, MAX_JSON_DEPTH, capMessage, listProblems, pathName, sameSecret, tooDeepPath } from "./limits.ts";
 
-/** Default largest request body (bytes): 16 MiB. */
-export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+export { DEFAULT_BODY_LIMIT } from "./limits.ts";
 
 /** Options every server takes. */
 export interface ServeOptions {
@@ -45,23 +46,49 @@ export class HttpError extends Error {
 }
 
 /**
+ * A request body nested deeper than `MAX_JSON_DEPTH` levels of arrays and objects (400), refused before any route
+ * code walks it. `path` leads to the first container past the limit; `field` is its first four steps (e.g.
+ * `tools[0].function.parameters`), the request field to fix.
+ */
+export class NestingError extends HttpError {
+  readonly field: string | null;
+  /** @param path keys and indices to the first array or object past the limit */
+  constructor(
+    readonly path: ReadonlyArray<string | number>,
+    maxDepth = MAX_JSON_DEPTH,
+  ) {
+    const shown = pathName(path.slice(0, 8)) ?? "body";
+    super(400, `${shown}${path.length > 8 ? "…" : ""}: JSON nested deeper than ${maxDepth} levels of arrays and objects; flatten it (e.g. a tool's parameters schema)`);
+    this.field = pathName(path.slice(0, 4));
+  }
+}
+
+/** @throws NestingError when `value` is nested deeper than `maxDepth` levels (default `MAX_JSON_DEPTH`) */
+export function checkJsonDepth(value: unknown, maxDepth = MAX_JSON_DEPTH): void {
+  const path = tooDeepPath(value, maxDepth);
+  if (path !== undefined) throw new NestingError(path, maxDepth);
+}
+
+/**
  * Parses a request body with a zod schema.
  * @returns the parsed value
- * @throws HttpError 400 naming every invalid field (`forward_backward_input.data.0.model_input: Required`)
+ * @throws HttpError 400 naming the invalid fields (`forward_backward_input.data.0.model_input: Required`): the first
+ *   few, then how many more
  */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   const r = schema.safeParse(body);
   if (r.success) return r.data;
   const reasons = r.error.issues.map((i) => `${i.path.length > 0 ? i.path.join(".") : "body"}: ${i.message}`);
-  throw new HttpError(400, reasons.join("; "));
+  throw new HttpError(400, listProblems(reasons));
 }
 
 /** The body of an error answered outside a route (`createApp`'s `errorBody`): `{error: message}` unless a server says otherwise. */
 export type ErrorBody = (status: number, message: string) => unknown;
 
 /**
- * A fastify instance with the shared behaviour: bearer-token check (except `GET …/healthz`), `{error}` bodies,
- * JSON parse errors and oversized bodies as 400/413, unknown routes as 404; errors before routing (a path parameter
+ * A fastify instance with the shared behaviour: bearer-token check (except `GET …/healthz`; constant-time), `{error}`
+ * bodies with messages of at most `MAX_ERROR_MESSAGE_CHARS`, JSON parse errors and oversized bodies as 400/413, bodies
+ * nested deeper than `MAX_JSON_DEPTH` as 400 (`NestingError`, before any route code), unknown routes as 404; errors before routing (a path parameter
  * over fastify's 100 characters: 414, a malformed URL: 400) and on the connection (a request not received within
  * `requestTimeoutMs`: 408, a malformed request: 400) answered with `errorBody` too, never fastify's own shapes.
  * @param errorBody the body of an error sent on the raw connection (fastify's hooks do not run there); default
@@ -76,7 +103,7 @@ export function createApp(options: ServeOptions = {}, errorBody: ErrorBody = (_s
     frameworkErrors: (err, _req, reply) => {
       const e = err as Error & { statusCode?: number; code?: string };
       const status = e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500 ? e.statusCode : 400;
-      const message = e.code === "FST_ERR_MAX_PARAM_LENGTH" ? "a path parameter (e.g. a rollout id) is longer than 100 characters" : e.message;
+      const message = e.code === "FST_ERR_MAX_PARAM_LENGTH" ? "a path parameter (e.g. a rollout id) is longer than 100 characters" : capMessage(e.message, 300);
       void (reply as FastifyReply).code(status).send(errorBody(status, message));
     },
     // On the connection, before a request exists (no reply, no hooks): written to the socket, then closed.
@@ -130,15 +157,20 @@ export function createApp(options: ServeOptions = {}, errorBody: ErrorBody = (_s
       if (req.method === "GET" && req.routeOptions.url !== undefined && /(^|\/)healthz$/.test(req.routeOptions.url)) return;
       const auth = req.headers.authorization;
       const given = auth && /^bearer /i.test(auth) ? auth.slice(7).trim() : req.headers["x-api-key"];
-      if (given !== key) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>)" });
+      if (!sameSecret(given, key)) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>)" });
     });
   }
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
-    if (err instanceof HttpError) return reply.code(err.status).send({ error: err.message });
-    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-    return reply.code(status).send({ error: status === 500 ? `internal error: ${err.message}` : err.message });
+  // Before any route code: JSON.stringify, template printers and schema walkers recurse, and overflow the stack on
+  // bodies nested ~10⁴ deep (a 500); a depth limit makes that a 400 naming the field.
+  app.addHook("preValidation", async (req) => {
+    if (req.body !== null && typeof req.body === "object") checkJsonDepth(req.body);
   });
-  app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: `no route ${req.method} ${req.url}` }));
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    if (err instanceof HttpError) return reply.code(err.status).send({ error: capMessage(err.message) });
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    return reply.code(status).send({ error: capMessage(status === 500 ? `internal error: ${err.message}` : err.message) });
+  });
+  app.setNotFoundHandler((req, reply) => reply.code(404).send({ error: capMessage(`no route ${req.method} ${req.url}`, 300) }));
   return app;
 }
 

@@ -17,6 +17,11 @@
  * distribution actually sampled from (temperature-scaled; at temperature 0 under softmax(logits)) — the values the
  * RL loop trains with. `top_logprobs` holds only the sampled token (the embedded sampler returns no alternatives).
  *
+ * Work per request is bounded before it is done (as the training gateway's): the body by a limit derived from the
+ * context (`contextBodyLimit`, unless `bodyLimit` is given) and `MAX_JSON_DEPTH` levels of nesting, a text prompt by
+ * `contextLength × DEFAULT_MAX_BYTES_PER_TOKEN` bytes (400 naming the context, without tokenising), then tokens by
+ * the context; a long prompt is tokenised in a `WorkLane`, so other requests are answered meanwhile.
+ *
  * Sources: OpenAI API reference (Completions, Chat Completions, Models); vLLM
  * `vllm/entrypoints/openai/protocol.py` (`return_token_ids`, `stop_token_ids`, `include_stop_str_in_output`,
  * `prompt_token_ids`/`token_ids` in responses) and its test `tests/entrypoints/openai/test_return_token_ids.py`.
@@ -29,6 +34,7 @@ import { INFORMATION_OPEN, informationObservation, parseSearchR1Action } from ".
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import type { SampledSequence, SamplingClient } from "../policy/types.ts";
 import { createApp, HttpError, listen, parseBody, type RunningServer, type ServeOptions } from "./http.ts";
+import { DEFAULT_MAX_BYTES_PER_TOKEN, WorkLane, contextBodyLimit } from "./limits.ts";
 
 /** The policy a server answers with. */
 export interface ServedPolicy {
@@ -194,6 +200,16 @@ export function renderChat(messages: readonly ChatRequestMessage[], tokenizer: T
   return tokens;
 }
 
+/** UTF-8 bytes of the text a conversation renders from (contents and tool-call arguments; the template's few are left out). */
+export function chatTextBytes(messages: readonly ChatRequestMessage[]): number {
+  let n = 0;
+  for (const m of messages) {
+    n += Buffer.byteLength(contentText(m.content), "utf8");
+    if (m.role === "assistant") for (const c of m.tool_calls ?? []) n += Buffer.byteLength(c.function.arguments, "utf8");
+  }
+  return n;
+}
+
 /** OpenAI's `finish_reason` for a sample. */
 function finishReason(stop: StopReason): "stop" | "length" {
   return stop === "stop" ? "stop" : "length";
@@ -281,11 +297,19 @@ function usage(promptTokens: number, samples: readonly CutSample[]) {
 /**
  * The Fastify app of the OpenAI-compatible server (not listening; `serveOpenAI` listens).
  * Errors are `{error: reason}` with 400 (bad body, prompt too long, token id outside the vocabulary), 401 (API key),
- * 404 (unknown model or route); never 500 for a bad request.
+ * 404 (unknown model or route), 413 (body over the limit); never 500 for a bad request.
  */
 export function createOpenAIApp(policy: ServedPolicy, options: ServeOptions = {}): FastifyInstance {
-  const app = createApp(options);
   const { tokenizer, sampler, contextLength: C, name } = policy;
+  const app = createApp({ ...options, bodyLimit: options.bodyLimit ?? contextBodyLimit(C, DEFAULT_MAX_BYTES_PER_TOKEN) });
+  const lane = new WorkLane();
+  const textCap = C * DEFAULT_MAX_BYTES_PER_TOKEN;
+  /** @throws HttpError 400 naming the context when `bytes` of prompt text exceed `textCap` (checked before tokenising) */
+  const checkTextBytes = (bytes: number, field: "prompt" | "messages"): void => {
+    if (bytes > textCap) {
+      throw new HttpError(400, `This model's maximum context length is ${C} tokens; the ${field} ${field === "prompt" ? "is" : "are"} ${bytes} bytes of text, more than this server tokenizes for it (${C} tokens × ${DEFAULT_MAX_BYTES_PER_TOKEN} bytes = ${textCap} bytes)`);
+    }
+  };
   const created = Math.floor(Date.now() / 1000);
   let counter = 0;
   const vocab = tokenizer.vocabSize;
@@ -329,7 +353,13 @@ export function createOpenAIApp(policy: ServedPolicy, options: ServeOptions = {}
   app.post("/v1/completions", async (req) => {
     const body = parseBody(CompletionRequest, req.body);
     checkModel(body.model);
-    const prompt = typeof body.prompt === "string" ? tokenizer.promptTokens(body.prompt) : body.prompt;
+    let prompt: number[];
+    if (typeof body.prompt === "string") {
+      const text = body.prompt;
+      const bytes = Buffer.byteLength(text, "utf8");
+      checkTextBytes(bytes, "prompt");
+      prompt = await lane.run(bytes, () => tokenizer.promptTokens(text));
+    } else prompt = body.prompt;
     checkPrompt(prompt, "prompt");
     const seqs = stopSequences(body.stop, tokenizer);
     const stopIds = [...(body.stop_token_ids ?? []), ...seqs.filter((q) => q.ids.length === 1).map((q) => q.ids[0])];
@@ -370,7 +400,9 @@ export function createOpenAIApp(policy: ServedPolicy, options: ServeOptions = {}
   app.post("/v1/chat/completions", async (req) => {
     const body = parseBody(ChatCompletionRequest, req.body);
     checkModel(body.model);
-    const prompt = renderChat(body.messages, tokenizer);
+    const bytes = chatTextBytes(body.messages);
+    checkTextBytes(bytes, "messages");
+    const prompt = await lane.run(bytes, () => renderChat(body.messages, tokenizer));
     checkPrompt(prompt, "messages");
     const seqs = stopSequences(body.stop, tokenizer);
     // The policy's turn ends at `</search>` or `</answer>` (its end-of-turn tokens, kept in the content).

@@ -11,18 +11,24 @@
  * arrival order; sampling at the model's current weights uses the live engine (batched across concurrent requests),
  * sampling at an older `sampler_weights` path loads that copy from disk. Losses are sums over tokens (Tinker's
  * convention): the server runs the backend with `normalization: "sum"`.
+ *
+ * Safety: Adam parameters are bounded up front (`AdamParamsWire`); an update, loss or logprob that comes out NaN/±Inf
+ * is a failed request and changes nothing (no gradient accumulated, weights and Adam state kept), and no result
+ * carries a non-finite number (JSON would send it as `null`). Retries: the same request under a used
+ * `X-Idempotency-Key` or `seq_id` gets the first answer; another request under it is a 422 / 409
+ * (`./idempotency.ts`).
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { Datum } from "../core/types.ts";
+import { NonFiniteError, firstNonFinite } from "../core/finite.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
 import { stopCut } from "../rollout/agent.ts";
-import type { LossConfig, SamplingClient } from "../policy/types.ts";
+import type { SamplingClient } from "../policy/types.ts";
 import {
   PROTO_CONTENT_TYPE,
   ProtoDecodeError,
@@ -36,12 +42,13 @@ import {
   OptimStepRequest,
   SampleRequest,
   modelInputTokens,
-  type ForwardBackwardInput,
   type TensorData,
   type WireForwardBackwardOutput,
   type WireSampleResponse,
 } from "../policy/tinker/wire.ts";
 import { HttpError, createApp, parseBody, type ServeOptions } from "./http.ts";
+import { lossConfigOf, toDatum } from "./trainer-inputs.ts";
+import { SeqLedger, installIdempotency } from "./idempotency.ts";
 
 /** A base model the server can fine-tune: a policy checkpoint folder, or a fresh initialisation of a shape. */
 export interface TrainerBaseModel {
@@ -92,8 +99,8 @@ interface ServedModel {
   /** Bumped by every optim_step / load_weights: sampler paths remember the version they were saved at. */
   version: number;
   samplerVersions: Map<string, number>;
-  /** `seq_id` → the future answered for it: a request sent again with the same `seq_id` (a retry) is not re-run. */
-  seqFutures: Map<number, FutureRef>;
+  /** `seq_id` → the future answered for it: the same request sent again (a retry) is not re-run, another is a 409. */
+  seqFutures: SeqLedger<FutureRef>;
   /** Training requests run in this chain, one at a time, in arrival order. */
   queue: Promise<void>;
   /** Sampling requests running on the live weights; a training request waits for them to finish. */
@@ -117,27 +124,10 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   const app = createApp(options);
   // SDK 0.25's forward_backward body (proto.ts); decoded in the handler so a malformed one is a clear 400.
   app.addContentTypeParser(PROTO_CONTENT_TYPE, { parseAs: "buffer" }, (_req, body, done) => done(null, body));
-  // Idempotency (`X-Idempotency-Key`, SDK `_client.py`): a POST sent again with the same key gets the first answer
-  // back instead of running twice. Polls and heartbeats are not replayed (each poll must see the future's state).
-  const replays = new Map<string, string>();
-  const replayKey = (req: { method: string; url: string; headers: Record<string, unknown> }): string | undefined => {
-    const key = req.headers["x-idempotency-key"];
-    if (req.method !== "POST" || typeof key !== "string" || /retrieve_future|session_heartbeat|client\/config/.test(req.url)) return undefined;
-    return `${req.url} ${key}`;
-  };
-  app.addHook("preHandler", async (req, reply) => {
-    const key = replayKey(req);
-    const hit = key ? replays.get(key) : undefined;
-    if (hit !== undefined) return reply.code(200).header("content-type", "application/json; charset=utf-8").send(hit);
-  });
-  app.addHook("onSend", async (req, reply, payload) => {
-    const key = replayKey(req);
-    if (key && reply.statusCode === 200 && typeof payload === "string" && !replays.has(key)) {
-      replays.set(key, payload);
-      if (replays.size > 10_000) replays.delete(replays.keys().next().value!);
-    }
-    return payload;
-  });
+  // Idempotency (`X-Idempotency-Key`, SDK `_client.py`): the same request sent again with the same key gets the
+  // first answer back instead of running twice; the key with another request is a 422 (./idempotency.ts). Polls and
+  // heartbeats are not replayed (each poll must see the future's state).
+  installIdempotency(app, { exclude: ["/api/v1/retrieve_future", "/api/v1/session_heartbeat", "/api/v1/client/config"] });
   const sessions = new Map<string, { heartbeats: number; samplingSessions: number }>();
   const samplingSessions = new Map<string, { modelPath?: string; baseModel?: string }>();
   const models = new Map<string, ServedModel>();
@@ -148,7 +138,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   const run = randomBytes(4).readUInt32LE(0).toString(36).padStart(7, "0");
   const nextId = (prefix: string) => `${prefix}_${run}${(++counter).toString(36).padStart(6, "0")}`;
   /** `session:model_seq_id` → create_model's answer, `session:sampling_session_seq_id` → create_sampling_session's. */
-  const bySeq = new Map<string, unknown>();
+  const bySeq = new SeqLedger<unknown>();
 
   const newBackend = async (base: TrainerBaseModel, dir = base.checkpoint): Promise<EmbeddedBackend> => {
     const backend = await EmbeddedBackend.create(base.gpt, base.seed);
@@ -156,15 +146,23 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     return backend;
   };
 
-  /** Starts `work` as a future and returns its id; a thrown HttpError is a user error, anything else a server error. */
+  /**
+   * Starts `work` as a future and returns its id. A thrown HttpError or NonFiniteError (a loss, logprob or update
+   * that came out NaN/±Inf and was refused) is a user error, anything else a server error. A result holding a
+   * NaN/±Inf anywhere fails too: JSON would send it as `null`, which a client takes for a value.
+   */
   const submit = (work: () => Promise<unknown>, kind?: Future["kind"]): FutureRef => {
     const id = nextId("req");
     const f: Future = { kind, done: false, waiters: [] };
     futures.set(id, f);
     work().then(
-      (r) => (f.result = r),
+      (r) => {
+        const bad = firstNonFinite(r);
+        if (bad) f.error = { error: `${bad.path} is ${bad.value} (not finite); the result was not sent`, category: "server" };
+        else f.result = r;
+      },
       (e: unknown) =>
-        (f.error = e instanceof HttpError ? { error: e.message, category: "user" } : { error: (e as Error).message, category: "server" }),
+        (f.error = e instanceof HttpError || e instanceof NonFiniteError ? { error: e.message, category: "user" } : { error: (e as Error).message, category: "server" }),
     ).finally(() => {
       f.done = true;
       for (const w of f.waiters.splice(0)) w();
@@ -173,17 +171,20 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   };
 
   /**
-   * A training request of `m` with its `seq_id`: the first time, `start()` submits it; a repeat (the client retried
-   * after a lost response) gets the same future back. @throws HttpError 400 on a seq_id ≤ 0
+   * A training request of `m` with its `seq_id`: the first time, `start()` submits it; a repeat of the same request
+   * (the client retried after a lost response) gets the same future back.
+   * @param what the endpoint, for messages; `request` what the request asks (compared as canonical JSON)
+   * @throws HttpError 400 on a seq_id ≤ 0; 409 when the seq_id was used by another request of this model (SkyRL's
+   *   rule: `skyrl/tinker/api.py:362-408`, "Training request sequence number was reused")
    */
-  const once = (m: ServedModel, seqId: number | null | undefined, start: () => FutureRef): FutureRef => {
+  const once = (m: ServedModel, seqId: number | null | undefined, what: string, request: unknown, start: () => FutureRef): FutureRef => {
     if (seqId == null) return start();
     if (!Number.isInteger(seqId) || seqId < 1) throw new HttpError(400, `seq_id: expected an integer ≥ 1, got ${seqId}`);
-    const seen = m.seqFutures.get(seqId);
+    const seen = m.seqFutures.repeat(String(seqId), [what, request], `seq_id ${seqId} of model ${m.id}`);
     if (seen) return seen;
-    const f = { ...start(), model_id: m.id };
-    m.seqFutures.set(seqId, f);
-    return f;
+    const ref = { ...start(), model_id: m.id };
+    m.seqFutures.keep(String(seqId), [what, request], ref, what);
+    return ref;
   };
 
   const model = (id: string): ServedModel => {
@@ -206,61 +207,6 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     });
     m.queue = run.then(() => {}, () => {});
     return run;
-  };
-
-  /** Our datum from a wire datum, checked against the model's vocabulary and context. @throws HttpError 400 */
-  const toDatum = (w: ForwardBackwardInput["data"][number], i: number, lossFn: string, gpt: GPTConfig): Datum => {
-    const modelInput = modelInputTokens(w.model_input);
-    const get = (k: string): number[] | undefined => (w.loss_fn_inputs[k] as TensorData | undefined)?.data;
-    const targets = get("target_tokens");
-    if (!targets) throw new HttpError(400, `data.${i}.loss_fn_inputs.target_tokens: required`);
-    const n = modelInput.length;
-    if (n === 0 || n > gpt.contextLength) throw new HttpError(400, `data.${i}.model_input: ${n} tokens, expected 1..${gpt.contextLength} (the model's context)`);
-    const check = (name: string, xs: number[] | undefined, required: boolean): void => {
-      if (xs === undefined) {
-        if (required) throw new HttpError(400, `data.${i}.loss_fn_inputs.${name}: required by loss ${lossFn}`);
-        return;
-      }
-      if (xs.length !== n) throw new HttpError(400, `data.${i}.loss_fn_inputs.${name}: ${xs.length} values, model_input has ${n} tokens`);
-    };
-    const rl = lossFn !== "cross_entropy";
-    check("target_tokens", targets, true);
-    check("weights", get("weights"), false);
-    check("logprobs", get("logprobs"), rl);
-    check("advantages", get("advantages"), rl);
-    for (const [name, xs] of [["model_input", modelInput], ["target_tokens", targets]] as const) {
-      const bad = xs.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= gpt.vocabSize);
-      if (bad >= 0) throw new HttpError(400, `data.${i}.${name}[${bad}]: token id ${xs[bad]} outside [0, ${gpt.vocabSize})`);
-    }
-    // Values that would overflow float32 or make the loss non-finite are the caller's mistake, not the server's.
-    for (const k of ["weights", "advantages", "logprobs"]) {
-      const xs = get(k);
-      const at = xs?.findIndex((x) => !Number.isFinite(x) || Math.abs(x) > 1e6) ?? -1;
-      if (xs && at >= 0) throw new HttpError(400, `data.${i}.loss_fn_inputs.${k}[${at}]: ${xs[at]} is outside [-1e6, 1e6]`);
-    }
-    const advantages = get("advantages");
-    // Tinker's RL losses take no weights: a token is trained where its advantage is non-zero.
-    const weights = get("weights") ?? (rl ? advantages!.map((a) => (a !== 0 ? 1 : 0)) : targets.map(() => 1));
-    return { modelInput, targetTokens: targets, weights, logprobs: get("logprobs"), advantages };
-  };
-
-  const lossConfigOf = (input: ForwardBackwardInput): LossConfig => {
-    const c = input.loss_fn_config ?? {};
-    const num = (k: string, d: number): number => {
-      const v = c[k];
-      if (v === undefined) return d;
-      if (typeof v !== "number") throw new HttpError(400, `loss_fn_config.${k}: expected a number, got ${JSON.stringify(v)}`);
-      return v;
-    };
-    for (const k of Object.keys(c)) {
-      if (!["clip_low_threshold", "clip_high_threshold"].includes(k)) {
-        throw new HttpError(400, `loss_fn_config.${k}: unknown key (allowed: clip_low_threshold, clip_high_threshold for ppo)`);
-      }
-    }
-    const lo = num("clip_low_threshold", 0.8);
-    const hi = num("clip_high_threshold", 1.2);
-    if (!(lo <= 1 && hi >= 1)) throw new HttpError(400, `loss_fn_config: expected clip_low_threshold ≤ 1 ≤ clip_high_threshold, got ${lo}, ${hi}`);
-    return { clipLow: 1 - lo, clipHigh: hi - 1, normalization: "sum" };
   };
 
   const tensor = (data: number[]): TensorData => ({ data, dtype: "float32", shape: [data.length] });
@@ -311,19 +257,22 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       req.body,
     );
     if (body.session_id != null && !sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
-    const seqKey = body.session_id != null && body.model_seq_id != null ? `model:${body.session_id}:${body.model_seq_id}` : undefined;
-    if (seqKey && bySeq.has(seqKey)) return bySeq.get(seqKey);
+    // Checked before a repeat is answered: a request that is invalid now is refused, whatever came before it.
     const base = bases.get(body.base_model);
     if (!base) throw new HttpError(400, `base_model: unknown ${JSON.stringify(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
+    const seqKey = body.session_id != null && body.model_seq_id != null ? `model:${body.session_id}:${body.model_seq_id}` : undefined;
+    const asked = `create_model of base_model ${JSON.stringify(base.name)}, lora rank ${body.lora_config?.rank ?? "none"}`;
+    const repeat = seqKey ? bySeq.repeat(seqKey, asked, `model_seq_id ${body.model_seq_id} of session ${body.session_id}`) : undefined;
+    if (repeat !== undefined) return repeat;
     const id = nextId("model");
     const backend = await newBackend(base);
     models.set(id, {
-      id, base, loraRank: body.lora_config?.rank ?? null, backend, version: 0, samplerVersions: new Map(), seqFutures: new Map(),
+      id, base, loraRank: body.lora_config?.rank ?? null, backend, version: 0, samplerVersions: new Map(), seqFutures: new SeqLedger(),
       queue: Promise.resolve(), readers: new Set(), writing: null,
     });
     const f = submit(async () => ({ type: "create_model", model_id: id }));
     const answer = { ...f, model_id: id, base_model: base.name, lora_config: body.lora_config ?? null, status: "created" };
-    if (seqKey) bySeq.set(seqKey, answer);
+    if (seqKey) bySeq.keep(seqKey, asked, answer, asked);
     return answer;
   });
   app.post("/api/v1/get_info", async (req) => {
@@ -367,7 +316,8 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     const withBackward = endpointBackward && !body.forward_only;
     const datums = input.data.map((d, i) => toDatum(d, i, input.loss_fn, m.base.gpt));
     const config = lossConfigOf(input);
-    return once(m, body.seq_id, () => submit(() =>
+    const what = withBackward ? "forward_backward" : "forward";
+    return once(m, body.seq_id, what, { loss_fn: input.loss_fn, config, datums }, () => submit(() =>
       train(m, async (): Promise<WireForwardBackwardOutput> => {
         if (!withBackward) {
           const lps = await m.backend.computeLogprobs(datums);
@@ -376,9 +326,13 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
           // entropy is reported.
           const metrics: Record<string, number> = {};
           if (input.loss_fn === "cross_entropy") metrics["loss:sum"] = lps.reduce((a, lp, i) => a - lp.reduce((b, x, t) => b + x * datums[i].weights[t], 0), 0);
-          return { loss_fn_output_type: "ArrayRecord", loss_fn_outputs: lps.map((lp) => ({ logprobs: tensor(lp) })), metrics };
+          const out = { loss_fn_output_type: "ArrayRecord", loss_fn_outputs: lps.map((lp) => ({ logprobs: tensor(lp) })), metrics };
+          const bad = firstNonFinite(out);
+          if (bad) throw new NonFiniteError([bad.path], `forward: ${bad.path} is ${bad.value} (not finite) at the model's current weights`);
+          return out;
         }
-        const r = await m.backend.forwardBackward(datums, input.loss_fn, config);
+        // requireFinite: a NaN/±Inf loss, metric or logprob is an error and adds no gradient (nothing to undo).
+        const r = await m.backend.forwardBackward(datums, input.loss_fn, config, { requireFinite: true });
         const metrics: Record<string, number> = { "loss:sum": r.loss };
         for (const [k, v] of Object.entries(r.metrics)) metrics[k === "tokens" ? "tokens:sum" : `${k}:mean`] = v;
         return {
@@ -398,13 +352,13 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   app.post("/api/v1/optim_step", async (req) => {
     const body = parseBody(OptimStepRequest, req.body);
     const m = model(body.model_id);
+    // Bounded by the schema (wire.ts `AdamParamsWire`); an update that still comes out non-finite is refused by the
+    // backend (requireFinite), which keeps the weights and Adam state it had.
     const a: AdamParamsWire = body.adam_params;
-    if (a.learning_rate > 1) throw new HttpError(400, `adam_params.learning_rate: ${a.learning_rate} is above 1 (a typo? LoRA RL uses ~1e-5…1e-4)`);
-    return once(m, body.seq_id, () => submit(() =>
+    return once(m, body.seq_id, "optim_step", a, () => submit(() =>
       train(m, async () => {
-        const metrics = await m.backend.optimStep({
-          learningRate: a.learning_rate, beta1: a.beta1, beta2: a.beta2, eps: a.eps, weightDecay: a.weight_decay, gradClip: a.grad_clip_norm,
-        });
+        const adam = { learningRate: a.learning_rate, beta1: a.beta1, beta2: a.beta2, eps: a.eps, weightDecay: a.weight_decay, gradClip: a.grad_clip_norm };
+        const metrics = await m.backend.optimStep(adam, { requireFinite: true });
         m.version++;
         return { type: "optim_step", metrics };
       }),
@@ -428,7 +382,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     if (ephemeral && kind === "weights") throw new HttpError(400, "path: required (a name of [A-Za-z0-9_-])");
     if (ephemeral && body.sampling_session_seq_id == null) throw new HttpError(400, "give path, or sampling_session_seq_id for an unnamed sampler snapshot");
     const name = body.path ?? `unnamed-${nextId("s")}`;
-    return once(m, body.seq_id, () => submit(() =>
+    return once(m, body.seq_id, kind === "weights" ? "save_weights" : "save_weights_for_sampler", { path: body.path ?? null, sampling_session_seq_id: body.sampling_session_seq_id ?? null }, () => submit(() =>
       train(m, async () => {
         const dir = weightsDir(m.id, kind, name);
         mkdirSync(dir, { recursive: true });
@@ -463,7 +417,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     const p = parsePath(body.path, "path");
     const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
     if (!existsSync(dir)) throw new HttpError(404, `path: no saved weights at ${body.path}`);
-    return once(m, body.seq_id, () => submit(() =>
+    return once(m, body.seq_id, "load_weights", { path: body.path, optimizer: body.optimizer }, () => submit(() =>
       train(m, async () => {
         await m.backend.load(dir, { optimizer: body.optimizer });
         m.version++;
@@ -500,13 +454,19 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     );
     if (!sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
     if (body.base_model == null && body.model_path == null) throw new HttpError(400, "give base_model or model_path");
+    // model_path wins when both are given (the SDK: base_model "is inferred from model_path, if provided"). Checked
+    // here, before a repeat is answered, so a session on nothing is never opened.
+    if (body.model_path != null) model(parsePath(body.model_path, "model_path").modelId);
+    else if (!bases.has(body.base_model!)) throw new HttpError(400, `base_model: unknown ${JSON.stringify(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
+    const target = body.model_path != null ? { modelPath: body.model_path } : { baseModel: body.base_model! };
     const seqKey = `sampling:${body.session_id}:${body.sampling_session_seq_id}`;
-    if (bySeq.has(seqKey)) return bySeq.get(seqKey);
+    const asked = `a sampling session on ${target.modelPath ?? `base_model ${JSON.stringify(target.baseModel)}`}`;
+    const repeat = bySeq.repeat(seqKey, asked, `sampling_session_seq_id ${body.sampling_session_seq_id} of session ${body.session_id}`);
+    if (repeat !== undefined) return repeat;
     const sampling_session_id = nextId("sampling");
-    // model_path wins when both are given (the SDK: base_model "is inferred from model_path, if provided").
-    samplingSessions.set(sampling_session_id, body.model_path != null ? { modelPath: body.model_path } : { baseModel: body.base_model ?? undefined });
+    samplingSessions.set(sampling_session_id, target);
     const answer = { type: "create_sampling_session", sampling_session_id };
-    bySeq.set(seqKey, answer);
+    bySeq.keep(seqKey, asked, answer, asked);
     return answer;
   });
 

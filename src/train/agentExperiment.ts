@@ -34,7 +34,7 @@ import { createWorldsRetrievalApp } from "../serve/retrieval.ts";
 import { listen } from "../serve/http.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { TRAINER_STATE_FORMAT, loadPolicy, savePolicy, trainerStateText, type TrainerState } from "./checkpoint.ts";
-import { ConfigError, resolveConfig, rewardConfigOf, type ExperimentConfig } from "./config.ts";
+import { ConfigError, SEARCH_PERSONAS, resolveConfig, rewardConfigOf, type ExperimentConfig } from "./config.ts";
 import { RetrievalLog, gradeTranscript, type RetrievalCall } from "./agentReward.ts";
 import type { RolloutSnapshot } from "../gateway/registry.ts";
 import { checkReward, evalTasks, gptConfigOf, openRun, resumeIntent, silentReporter, type Reporter } from "./experiment.ts";
@@ -43,7 +43,8 @@ import { limited, runAgentRollout, trainAgent, type AgentResumeState, type Agent
 import { ToolLimiter } from "../env/tool.ts";
 import { AGENT_ESTIMATORS, segmentToDatum, type AgentEstimator } from "./agentRollouts.ts";
 import { DEFAULT_TEACHER_TOOL, teacherSampler, type TeacherTool } from "./agentTeacher.ts";
-import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
+import { RunDir, lockHolder } from "./runDir.ts";
+import { planRunFolder } from "./runFolder.ts";
 import { MIN_AGENT_CONTEXT } from "./agentDefaults.ts";
 
 /** Options of `runAgentExperiment`. */
@@ -397,9 +398,7 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
   const agentId = options.agentId ?? (typeof options.agent === "string" ? `command: ${options.agent}` : "function");
   const holder = existsSync(join(folder, "config.yaml")) ? lockHolder(folder) : undefined;
   if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder}; wait for it or stop it`]);
-  if (runFolderState(folder) === "run" && !options.overwrite && !options.resume) {
-    throw new ConfigError([`run.name: run folder ${folder} already holds a run; choose another name (--run.name), or pass --overwrite or --resume`]);
-  }
+  planRunFolder(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: options.resume === true && existsSync(join(folder, "config.yaml")), resumable: true }); // RunDir's decision
   if (resumeIntent(config, silentReporter, { overwrite: options.overwrite ?? false, resume: options.resume }) && existsSync(join(folder, "agent.json"))) {
     const saved = JSON.parse(readFileSync(join(folder, "agent.json"), "utf8")) as { agent?: string };
     if (saved.agent !== agentId) throw new ConfigError([`--agent: the run folder was trained by ${JSON.stringify(saved.agent)}, this command gives ${JSON.stringify(agentId)} (--resume continues the same agent)`]);
@@ -492,7 +491,7 @@ async function agentWarmStart(config: ExperimentConfig, ctx: WarmStartContext): 
   const byPersona = new Map<Persona, Task[]>();
   for (const [i, task] of ctx.real.world.train.entries()) {
     for (let d = 0; d < config.sft.demosPerTask; d++) {
-      const p = pickPersona(config.sft.personas, config.run.seed * 7919 + i * 31 + d);
+      const p = pickPersona(config.sft.personas ?? SEARCH_PERSONAS, config.run.seed * 7919 + i * 31 + d);
       byPersona.set(p, [...(byPersona.get(p) ?? []), task]);
     }
   }

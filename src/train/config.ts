@@ -4,9 +4,9 @@
  * allowed values (`rl.groupSize: expected an integer ≥ 2, got -3`). CLI flags override fields (`--rl.groupSize 8`).
  */
 import { constants as bufferConstants } from "node:buffer";
-import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { unknownNamesText, didYouMean } from "../core/suggest.ts";
+import { ConfigInputError, parseBoundedYaml, readBoundedText, reservedKeyProblem, reservedSegmentProblem } from "./configGuards.ts";
 import { MAX_TIMER_MS } from "../env/tool.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { REWARD_TERMS } from "../reward/terms.ts";
@@ -90,6 +90,7 @@ export const ToolsSection = z
     maxBackoffMs: ms(0, "Cap on the wait between retries (ms, ≤ 2³¹−1).").default(5000),
     maxConcurrency: int(0, "Calls of one tool running at once across all episodes (0 = unlimited); a queued call waits up to timeoutMs for a slot, not counted in its own timeout.").default(0),
     maxOutputChars: intIn(1, SIZE_BOUNDS.chars, "Cap on a tool's output (characters of the string or its JSON, ≤ V8's longest string); longer output is an error observation.").default(100000),
+    maxResultBytes: intIn(1, 3 * SIZE_BOUNDS.chars, "Hard limit on a tool's output (UTF-8 bytes of the string or its JSON): larger output is an error observation naming the tool and its size, with no head kept; far above maxOutputChars.").default(16 * 1024 * 1024),
   })
   .strict();
 
@@ -185,9 +186,13 @@ export const SftConfig = z
         poorQuery: z.number().min(0).default(0.15).describe("First writes a vague query, then recovers or guesses."),
       })
       .strict()
-      .default({ careful: 0.2, overSearcher: 0.1, guesser: 0.55, poorQuery: 0.15 }),
+      .optional()
+      .describe("The search env's warm-start persona mix (default SEARCH_PERSONAS); other envs use their recipe's own personas, so it is set only for search (resolveConfig)."),
   })
   .strict();
+
+/** The search env's warm-start persona mix, `sft.personas`' default (resolved into every search config). */
+export const SEARCH_PERSONAS = { careful: 0.2, overSearcher: 0.1, guesser: 0.55, poorQuery: 0.15 } as const;
 
 export const RlConfig = z
   .object({
@@ -259,7 +264,7 @@ const termWeights = (desc: string) =>
     .superRefine((weights, ctx) => {
       for (const name of Object.keys(weights)) {
         if (!Object.hasOwn(REWARD_TERMS, name)) {
-          ctx.addIssue({ code: "custom", path: [name], params: { keyIssue: true }, message: `unknown reward term; allowed: ${Object.keys(REWARD_TERMS).join(", ")}` });
+          ctx.addIssue({ code: "custom", path: [name], params: { keyIssue: true }, message: `unknown reward term${didYouMean(name, Object.keys(REWARD_TERMS))}; allowed: ${Object.keys(REWARD_TERMS).join(", ")}` });
         }
       }
     })
@@ -470,8 +475,10 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
       const hint = path === "rl.advantage" || path === "rl.lossFn" || path === "rl.lossAggMode" ? foreignNameHint(got) : undefined;
       return `${path}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown}${hint !== undefined ? ` (${hint})` : ""}`;
     }
-    case "unrecognized_keys":
-      return `${path || "(top level)"}: unknown field(s) ${issue.keys.join(", ")}`;
+    case "unrecognized_keys": {
+      const shape = (schemaAt(issue.path) as { shape?: Record<string, unknown> } | undefined)?.shape;
+      return `${path || "(top level)"}: unknown field(s) ${unknownNamesText(issue.keys, shape ? Object.keys(shape) : [])}`;
+    }
     case "too_small":
       if (issue.origin === "array") return `${path}: expected a list of at least ${issue.minimum} item(s), got ${shown}`;
       return `${path}: expected ${issue.origin === "number" ? "a number" : "a value"} ${issue.inclusive ? "≥" : ">"} ${issue.minimum}, got ${shown}${issue.origin === "number" ? allowedRange(issue.path) : ""}`;
@@ -503,25 +510,53 @@ export class ConfigError extends Error {
  * @throws ConfigError naming each bad field and what it allows
  */
 export function resolveConfig(raw: unknown): ExperimentConfig {
+  // A library caller's object (e.g. from JSON.parse) may carry an own `__proto__` key: zod's records would make it
+  // the prototype of what they return.
+  const reserved = reservedKeyProblem(raw);
+  if (reserved !== undefined) throw new ConfigError([reserved]);
   const parsed = ExperimentConfig.safeParse(raw ?? {});
   if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => describeIssue(i, raw)));
-  return parsed.data;
+  return withSearchPersonas(parsed.data);
 }
 
 /**
- * Reads a YAML or JSON config file (JSON is YAML). @throws Error naming the file when unreadable or not a mapping
+ * `sft.personas` as the run uses it: the search env's mix (its default filled in) for `env.name: search`; absent for
+ * every other env, whose warm start draws its recipe's own personas — so `config.yaml` and `--print-config` record
+ * only what the run used. A config written by an earlier version (which recorded the default mix for every env) still
+ * resolves: the default mix is dropped for other envs; any other mix is refused there.
+ * @throws ConfigError naming `sft.personas` when a non-default mix is set for an env other than search
+ */
+function withSearchPersonas(config: ExperimentConfig): ExperimentConfig {
+  const given = config.sft.personas;
+  if (config.env.name === "search") return given === undefined ? { ...config, sft: { ...config.sft, personas: { ...SEARCH_PERSONAS } } } : config;
+  if (given === undefined) return config;
+  if (JSON.stringify(given) !== JSON.stringify(SEARCH_PERSONAS)) {
+    throw new ConfigError([`sft.personas: the search env's warm-start persona mix; the ${config.env.name} env's warm start uses its own recipe's personas (\`arl envs\` lists them), so remove this field`]);
+  }
+  const { personas: _, ...sft } = config.sft;
+  return { ...config, sft };
+}
+
+/**
+ * Reads a YAML or JSON config file (JSON is YAML), within the bounds of `./configGuards.ts`: at most 256 KiB
+ * (checked before reading), 50 000 YAML tokens (before parsing), 10 000 items per list, 64 levels of nesting, and no
+ * `__proto__` / `constructor` / `prototype` key.
+ * @throws ConfigError `config file <path>: <size or count>; at most <limit>` past a bound or on a reserved key;
+ *   Error naming the file when unreadable, not valid YAML or not a mapping
  */
 export function readConfigFile(path: string): Record<string, unknown> {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    text = readBoundedText(path);
   } catch (e) {
+    if (e instanceof ConfigInputError) throw new ConfigError([`config file ${path}: ${e.message}`]);
     throw new Error(`config file ${path}: cannot read (${(e as Error).message})`);
   }
   let doc: unknown;
   try {
-    doc = parseYaml(text);
+    doc = parseBoundedYaml(text);
   } catch (e) {
+    if (e instanceof ConfigInputError) throw new ConfigError([`config file ${path}: ${e.message}`]);
     throw new Error(`config file ${path}: not valid YAML/JSON (${(e as Error).message})`);
   }
   if (doc === null || doc === undefined) return {};
@@ -532,27 +567,34 @@ export function readConfigFile(path: string): Record<string, unknown> {
 /**
  * A flag's value as YAML reads it (`8` → 8, `true`, `[a, b]`, `.inf`); text that is not a YAML scalar or list (`,`,
  * `a: b`, `[x`) is kept as the string given, so validation names the field and shows it.
+ * @throws ConfigError naming `key` when the value is over the config bounds or holds a reserved key (`{__proto__: …}`)
  */
 function overrideValue(key: string, value: string): unknown {
   try {
-    return parseYaml(value) as unknown;
-  } catch {
+    return parseBoundedYaml(value);
+  } catch (e) {
+    if (e instanceof ConfigInputError) throw new ConfigError([`${key}: ${e.message}`]);
     return value;
   }
 }
 
 /**
  * Applies `--a.b value` overrides onto a raw config. Values are parsed as YAML scalars (numbers, booleans, lists).
- * @throws Error when a key is empty
+ * Every dotted path of the program goes through here (flags, lab designs' and recipes' overrides, `--agent`'s
+ * defaults), so here `__proto__`, `constructor` and `prototype` segments are refused and only own fields are walked.
+ * @throws Error when a key is empty; ConfigError naming the key on a reserved segment or value (`./configGuards.ts`)
  */
 export function applyOverrides(raw: Record<string, unknown>, overrides: Record<string, string>): Record<string, unknown> {
   const out = structuredClone(raw);
   for (const [key, value] of Object.entries(overrides)) {
     const parts = key.split(".").filter(Boolean);
     if (parts.length === 0) throw new Error(`config override: empty key`);
+    const reserved = reservedSegmentProblem(key);
+    if (reserved !== undefined) throw new ConfigError([reserved]);
     let node: Record<string, unknown> = out;
     for (const [i, p] of parts.slice(0, -1).entries()) {
-      if (node[p] === undefined || node[p] === null) node[p] = {};
+      // Own fields only: `toString` and the like are inherited by every object, not config sections.
+      if (!Object.hasOwn(node, p) || node[p] === undefined || node[p] === null) node[p] = {};
       else if (typeof node[p] !== "object" || Array.isArray(node[p])) {
         // A section given as a scalar (`rl: 5`) is an error to report, not something to replace silently.
         throw new ConfigError([`${parts.slice(0, i + 1).join(".")}: expected a mapping of fields, got ${JSON.stringify(node[p])}`]);

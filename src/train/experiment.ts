@@ -24,7 +24,7 @@ import { loadTokenizer } from "../policy/hf/index.ts";
 import { checkpointProblem, lastGoodCheckpoint, savePolicy, TRAINER_STATE_FORMAT, trainerStateText, type ResumePoint, type TrainerState } from "./checkpoint.ts";
 import {
   ConfigError,
-  WASM_HEAP_LIMIT_BYTES,
+  SEARCH_PERSONAS,
   embeddedMemoryProblem,
   embeddedMemoryShape,
   estimateEmbeddedMemory,
@@ -35,11 +35,13 @@ import {
   type ExperimentConfig,
 } from "./config.ts";
 import { loadCorpus, loadQA } from "../retrieval/corpus.ts";
+import { memoryLine, memoryWarning } from "./memoryReport.ts";
 import { evaluate, type EvalMode, type EvalResult } from "./eval.ts";
 import { CRITIC_STATE_FILE, criticFiles, restoreCritic, rlStep } from "./rl.ts";
 import { moreTasksFrom } from "../algo/dapo.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
-import { RunDir, lockHolder, runFolderState } from "./runDir.ts";
+import { RunDir, lockHolder } from "./runDir.ts";
+import { planRunFolder } from "./runFolder.ts";
 import { collectGarbage } from "./memory.ts";
 import { makeDemonstrations, NonFiniteGuard, trainSft } from "./sft.ts";
 
@@ -138,18 +140,8 @@ export function checkMemory(config: ExperimentConfig, s: Setup): EmbeddedMemoryE
   return estimateEmbeddedMemory(embeddedMemoryShape(config, s.tokenizer.vocabSize, evalRows));
 }
 
-/**
- * A warning when a long run can grow the embedded backend's heap past its 4 GiB limit (`wasm.peak`: one set of
- * buffers per micro-batch shape), or undefined.
- */
-export function memoryWarning(mem: EmbeddedMemoryEstimate | undefined): string | undefined {
-  if (mem === undefined || mem.wasm.peak <= WASM_HEAP_LIMIT_BYTES) return undefined;
-  return (
-    `memory: a long run can grow the embedded backend's wasm heap to ≈ ${(mem.wasm.peak / 2 ** 30).toFixed(1)} GiB (one set of buffers per ` +
-    `micro-batch length and row count; the first step needs ≈ ${(mem.wasm.total / 2 ** 30).toFixed(1)} GiB), more than its 4 GiB; ` +
-    `if it stops with "Allocation exceeds the 4 GiB memory32 limit", lower policy.contextLength or policy.dModel`
-  );
-}
+// The memory line of --dry-run and the warning of a run share one estimate and its wording (./memoryReport.ts).
+export { memoryWarning } from "./memoryReport.ts";
 
 /**
  * Builds the world, its BM25 index, the tokenizer (the world's word-level one, or `policy.tinker.tokenizer`'s) and
@@ -252,7 +244,7 @@ export async function warmStartDemos(s: Setup, config: ExperimentConfig): Promis
         {
           // Habits (personas) come from the real world only; counterfactual worlds teach reading the evidence.
           demosPerTask: k === 0 ? config.sft.demosPerTask : 0,
-          personas: config.sft.personas,
+          personas: config.sft.personas ?? SEARCH_PERSONAS,
           reading: k > 0, // real-world answers are left to search, not memorised from reading demonstrations
           seed: config.run.seed + 100 * k,
         },
@@ -594,7 +586,7 @@ export function openRun(
   reporter: Reporter,
   options: { overwrite: boolean },
 ): { run: RunDir; plan: ResumePlan } {
-  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming, log: (m) => reporter.log(m) });
+  const run = new RunDir(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming, resumable: true, log: (m) => reporter.log(m) });
   let plan: ResumePlan = { sft: false };
   if (resuming) {
     plan = planResume(run, s, (m) => reporter.log(`warning: ${m}`));
@@ -732,11 +724,7 @@ export async function dryRun(
   lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${tok !== undefined && config.policy.backend === "tinker" ? ` from ${tok}` : " (the world's words)"}; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}`);
   const mem = checkMemory(config, s);
   if (mem !== undefined) {
-    const mib = (b: number) => Math.ceil(b / 2 ** 20);
-    lines.push(
-      `memory: ≈ ${mib(mem.wasm.total)} MiB of the embedded backend's ${mib(WASM_HEAP_LIMIT_BYTES)} MiB wasm heap (${mem.params} parameters, ` +
-        `a ${mem.trainTokens}-token training micro-batch at length ${mem.trainSeq}; up to ≈ ${mib(mem.wasm.peak)} MiB over a long run), ≈ ${mib(mem.host)} MiB outside it`,
-    );
+    lines.push(memoryLine(mem));
     const warning = memoryWarning(mem);
     if (warning !== undefined) lines.push(`warning: ${warning}`);
   }
@@ -765,6 +753,8 @@ export async function dryRun(
   const configFile = join(folder, "config.yaml");
   const holder = existsSync(configFile) ? lockHolder(folder) : undefined;
   if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder} (another arl train/lab); wait for it or stop it (remove ${join(folder, ".lock")} only if that process is gone)`]);
+  // The same decision RunDir makes (src/train/runFolder.ts): refuses system folders and folders arl did not write.
+  const planned = planRunFolder(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: options.resume === true && existsSync(configFile), resumable: true });
   if (options.resume && existsSync(configFile)) {
     checkSameConfig(configFile, config);
     const warnings: string[] = [];
@@ -781,12 +771,7 @@ export async function dryRun(
     }
     lines.push(...warnings.map((w) => `warning: ${w}`), `resume: would continue ${folder} from ${from}`);
   } else {
-    const state = runFolderState(folder);
-    if (state === "run" && !options.overwrite && !options.resume) {
-      throw new ConfigError([`run.name: ${folder} already holds a run (expected a new name, --overwrite, or --resume)`]);
-    }
-    const what = state === "new" ? " (new)" : options.overwrite ? " (would be replaced)" : state === "failed-early" ? " (a run that stopped before its first checkpoint: would be reused)" : "";
-    lines.push(`run folder: ${folder}${what}`);
+    lines.push(`run folder: ${planned.describe}`);
   }
   return lines;
 }

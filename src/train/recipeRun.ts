@@ -20,7 +20,8 @@ import { loadTokenizer } from "../policy/hf/index.ts";
 import { WordTokenizer, type Tokenizer } from "../policy/tokenizer.ts";
 import type { TrainingBackend } from "../policy/types.ts";
 import { createBackend } from "./backends.ts";
-import { ConfigError, embeddedMemoryProblem, embeddedMemoryShape, estimateEmbeddedMemory, WASM_HEAP_LIMIT_BYTES, type EmbeddedMemoryEstimate, type ExperimentConfig } from "./config.ts";
+import { ConfigError, embeddedMemoryProblem, embeddedMemoryShape, estimateEmbeddedMemory, type EmbeddedMemoryEstimate, type ExperimentConfig } from "./config.ts";
+import { memoryLine } from "./memoryReport.ts";
 import {
   checkReward,
   gptConfigOf,
@@ -37,7 +38,8 @@ import {
   type Reporter,
 } from "./experiment.ts";
 import { mean } from "./metrics.ts";
-import { lockHolder, runFolderState } from "./runDir.ts";
+import { lockHolder } from "./runDir.ts";
+import { planRunFolder } from "./runFolder.ts";
 import { NonFiniteGuard } from "./sft.ts";
 
 /** Everything built from the config and a recipe before training. */
@@ -59,13 +61,13 @@ export function recipeContext(config: ExperimentConfig, recipe: EnvRecipe): Reci
   if (!recipe.protocols.includes(protocol)) {
     throw new ConfigError([`env.protocol: the ${recipe.name} env speaks ${recipe.protocols.join(", ")}; got ${protocol}`]);
   }
-  const { maxConcurrency, timeoutMs, retries, backoffMs, maxBackoffMs, maxOutputChars } = config.env.tools;
+  const { maxConcurrency, timeoutMs, retries, backoffMs, maxBackoffMs, maxOutputChars, maxResultBytes } = config.env.tools;
   return {
     seed: config.run.seed,
     protocol,
     options: config.env.options,
     maxTurns: config.env.maxTurns,
-    call: { maxConcurrency, timeoutMs, retries, backoffMs, maxBackoffMs, maxOutputChars },
+    call: { maxConcurrency, timeoutMs, retries, backoffMs, maxBackoffMs, maxOutputChars, maxResultBytes },
     ...(config.env.faults.rate > 0 ? { faults: config.env.faults } : {}),
   };
 }
@@ -323,7 +325,12 @@ export async function dryRunRecipe(config: ExperimentConfig, recipe: EnvRecipe, 
   if (s.instance.train.length === 0 || s.instance.test.length === 0) throw new ConfigError([`env.options: the ${recipe.name} env built ${s.instance.train.length} train / ${s.instance.test.length} test tasks; both must be ≥ 1`]);
   lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}`);
   const mem = checkRecipeMemory(config, s);
-  if (mem !== undefined) lines.push(`memory: ≈ ${Math.ceil(mem.wasm.total / 2 ** 20)} MiB of the embedded backend's ${WASM_HEAP_LIMIT_BYTES / 2 ** 20} MiB wasm heap`);
+  if (mem !== undefined) {
+    // The figure the run warns with (./memoryReport.ts), and the warning itself when it is past the limit.
+    lines.push(memoryLine(mem));
+    const warning = memoryWarning(mem);
+    if (warning !== undefined) lines.push(`warning: ${warning}`);
+  }
   if (config.sft.steps > 0) {
     const demos = await recipeDemos(s, config);
     lines.push(`warm start: ${demos.length} demonstrations, ${config.sft.steps} SFT steps`);
@@ -336,9 +343,8 @@ export async function dryRunRecipe(config: ExperimentConfig, recipe: EnvRecipe, 
   const folder = join(config.run.dir, config.run.name);
   const holder = existsSync(join(folder, "config.yaml")) ? lockHolder(folder) : undefined;
   if (holder !== undefined) throw new ConfigError([`run.name: run folder ${folder} is in use by process ${holder}`]);
-  const state = runFolderState(folder);
-  if (state === "run" && !options.overwrite && !options.resume) throw new ConfigError([`run.name: ${folder} already holds a run (expected a new name, --overwrite, or --resume)`]);
-  lines.push(`run folder: ${folder}${state === "new" ? " (new)" : options.overwrite ? " (would be replaced)" : ""}`);
+  const resuming = options.resume === true && existsSync(join(folder, "config.yaml"));
+  lines.push(`run folder: ${planRunFolder(config.run.dir, config.run.name, { overwrite: options.overwrite, resume: resuming, resumable: true }).describe}`); // RunDir's decision
   return lines;
 }
 

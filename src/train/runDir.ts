@@ -1,12 +1,20 @@
 /**
- * The run folder (`runs/<name>/`): resolved config, `metrics.jsonl` (one line per step, no wall-clock fields, so
- * two runs with the same seed are byte-identical), `timings.jsonl` (wall-clock, ms), `samples/step-<n>.jsonl`,
- * `checkpoints/<name>/` and `summary.json`.
+ * The run folder (`runs/<name>/`): its marker `.arl-run` (written first; which folders arl may clear: runFolder.ts),
+ * resolved config, `metrics.jsonl` (one line per step, no wall-clock fields, so two runs with the same seed are
+ * byte-identical), `timings.jsonl` (wall-clock, ms), `samples/step-<n>.jsonl`, `checkpoints/<name>/` and `summary.json`.
  */
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve, sep } from "node:path";
+import { dirname, join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Metrics, Trajectory } from "../core/types.ts";
+import { RUN_ENTRIES, RUN_MARKER, clearRunEntries, lockHolder, markerEntries, planRunFolder } from "./runFolder.ts";
+
+export { lockHolder };
+
+/** The marker's text: what it is and the top-level entries the run wrote (sorted; no clock, so reruns match). */
+function markerText(entries: readonly string[]): string {
+  return `${JSON.stringify({ arl: "run folder", about: "written by agentic-rl; arl deletes only the entries listed here (and the files it always writes) when the run is replaced", entries: [...new Set(entries)].sort() }, null, 2)}\n`;
+}
 
 /** Writes a file through a temp file + rename, so a crash never leaves it half-written. */
 export function writeFileAtomic(path: string, text: string): void {
@@ -18,43 +26,56 @@ export function writeFileAtomic(path: string, text: string): void {
 /** Writes one run's files. */
 export class RunDir {
   readonly path: string;
+  /** Top-level entries this run's marker lists (`.arl-run`), so a later reuse deletes only what a run wrote. */
+  private readonly entries: Set<string>;
 
   /**
-   * Opens (creates) the run folder `<root>/<name>` and takes its `.lock` for this process.
-   * A folder that already holds a run (`runFolderState` "run": a checkpoint or `summary.json`) needs `overwrite`
-   * (it is replaced) or `resume` (it is kept; the caller truncates what follows its checkpoint). A folder left by a
-   * run that stopped before its first checkpoint ("failed-early": `config.yaml` and logs only) does not block its
-   * name: it is cleared and reused, with a one-line notice through `log`. Either way a folder whose lock a live
-   * process holds is refused (a run still in its warm start has no checkpoint yet).
+   * Opens the run folder `<root>/<name>` and takes its `.lock` for this process. What may be opened and what is
+   * deleted follows `planRunFolder` (src/train/runFolder.ts): a new or empty folder is created with its marker
+   * `.arl-run` written first; a marked folder that holds a run needs `overwrite` (its run files are deleted, other
+   * files kept) or `resume` (kept; the caller truncates what follows its checkpoint); a marked folder of a run that
+   * stopped before its first checkpoint is reused (its run files cleared, a one-line notice through `log`); a folder
+   * arl did not write is refused, `overwrite` or not. A folder whose lock a live process holds is refused.
    * @param root folder of runs
    * @param name run name (letters, digits, `.`, `_`, `-`)
-   * @param opts `overwrite`, `resume` as above; `log` receives the reuse notice (default: stderr)
-   * @throws Error when the name would escape the root folder, when the folder holds a run and neither `overwrite`
-   *   nor `resume` is set, or when a live process holds its lock
+   * @param opts `overwrite`, `resume` as above; `resumable`: the caller supports `--resume` (a refusal then suggests
+   *   it); `log` receives the reuse notice (default: stderr)
+   * @throws ConfigError naming the folder (from `planRunFolder`); Error when a live process holds its lock
    */
-  constructor(root: string, name: string, opts: { overwrite: boolean; resume?: boolean; log?: (message: string) => void } = { overwrite: false }) {
-    const base = resolve(root);
-    this.path = resolve(base, name);
-    if (!this.path.startsWith(base + sep) || !/^[A-Za-z0-9._-]+$/.test(name) || name === "." || name === "..") {
-      throw new Error(`run.name: ${JSON.stringify(name)} is not a plain folder name inside ${base}`);
-    }
-    const state = runFolderState(this.path);
-    if (state !== "new" && opts.resume !== true) {
-      if (state === "run" && !opts.overwrite) {
-        throw new Error(`run folder ${this.path} already holds a run; choose another name (--run.name; --name for arl lab) or pass --overwrite`);
+  constructor(root: string, name: string, opts: { overwrite: boolean; resume?: boolean; resumable?: boolean; log?: (message: string) => void } = { overwrite: false }) {
+    const plan = planRunFolder(root, name, opts);
+    this.path = plan.path;
+    if (plan.action === "create") {
+      if (existsSync(this.path)) lockRunFolder(this.path); // an empty folder: a live process's lock still refuses
+      else mkdirSync(this.path, { recursive: true });
+      try {
+        writeFileSync(join(this.path, RUN_MARKER), markerText(["checkpoints", "samples"]), { flag: "wx" }); // first, before anything of the run
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+        throw new Error(`run folder ${this.path} was created by another process just now (another arl train/lab with the same name?)`);
       }
-      lockRunFolder(this.path); // never replace a folder another live process is writing
-      rmSync(this.path, { recursive: true, force: true });
-      heldLocks.delete(join(this.path, ".lock"));
-      if (state === "failed-early" && !opts.overwrite) {
-        (opts.log ?? ((m: string) => console.error(m)))(
-          `notice: run folder ${this.path} holds a run that stopped before its first checkpoint (no checkpoint, no summary.json); reusing it (its files were cleared)`,
-        );
+      lockRunFolder(this.path);
+    } else {
+      lockRunFolder(this.path); // never touch a folder another live process is writing
+      if (plan.action !== "resume") {
+        const removed = clearRunEntries(this.path);
+        writeFileAtomic(join(this.path, RUN_MARKER), markerText(["checkpoints", "samples"]));
+        const kept = plan.info.foreign.length === 0 ? "" : `; kept ${plan.info.foreign.length} file(s) arl did not write: ${plan.info.foreign.slice(0, 5).join(", ")}${plan.info.foreign.length > 5 ? ", …" : ""}`;
+        if (plan.action === "reuse" && removed.length > 0) {
+          (opts.log ?? ((m: string) => console.error(m)))(
+            `notice: run folder ${this.path} holds a run that stopped before its first checkpoint (no checkpoint, no summary.json); reusing it (its run files were cleared: ${removed.join(", ")}${kept})`,
+          );
+        } else if (plan.action === "replace" && kept !== "") {
+          (opts.log ?? ((m: string) => console.error(m)))(`notice: run folder ${this.path} replaced (its run files were deleted${kept})`);
+        }
+      } else if (plan.info.kind !== "marked") {
+        // A run folder of an arl before the marker: from now on it carries one, listing the run files it holds.
+        writeFileAtomic(join(this.path, RUN_MARKER), markerText(readdirSync(this.path).filter((e) => RUN_ENTRIES.includes(e))));
       }
     }
+    this.entries = new Set(markerEntries(this.path));
     mkdirSync(join(this.path, "samples"), { recursive: true });
     mkdirSync(join(this.path, "checkpoints"), { recursive: true });
-    lockRunFolder(this.path);
   }
 
   /** Path of a checkpoint folder by name (e.g. `sft`, `step-10`). */
@@ -73,11 +94,13 @@ export class RunDir {
         .filter(([k]) => k !== "stage" && k !== "step") // the line's own keys win (optimizers report a `step` too)
         .sort(([a], [b]) => (a < b ? -1 : 1)),
     );
+    this.record("metrics.jsonl");
     appendFileSync(join(this.path, "metrics.jsonl"), JSON.stringify({ stage, step, ...sorted }) + "\n");
   }
 
   /** Appends one wall-clock line (ms). */
   logTimings(stage: string, step: number, timings: Record<string, number>): void {
+    this.record("timings.jsonl");
     appendFileSync(join(this.path, "timings.jsonl"), JSON.stringify({ stage, step, ...timings }) + "\n");
   }
 
@@ -123,6 +146,7 @@ export class RunDir {
 
   /** Appends one JSON line to `rel` (e.g. `detectors.jsonl`). */
   appendJsonl(rel: string, value: unknown): void {
+    this.record(rel);
     appendFileSync(join(this.path, rel), JSON.stringify(value) + "\n");
   }
 
@@ -156,7 +180,16 @@ export class RunDir {
     rmSync(join(this.path, rel), { recursive: true, force: true });
   }
 
+  /** Adds `rel`'s top-level entry to the marker before it is first written (so a crash right after still lists it). */
+  private record(rel: string): void {
+    const top = rel.split(/[\\/]/)[0];
+    if (this.entries.has(top)) return;
+    this.entries.add(top);
+    writeFileAtomic(join(this.path, RUN_MARKER), markerText([...this.entries]));
+  }
+
   private atomicWrite(rel: string, text: string): void {
+    this.record(rel);
     writeFileAtomic(join(this.path, rel), text);
   }
 }
@@ -165,40 +198,9 @@ export class RunDir {
 const heldLocks = new Set<string>();
 let releaseHooked = false;
 
-/**
- * What a run folder holds:
- * - `run`: a summary (`summary.json`, or a lab's `lab.json`) or a whole checkpoint (a `checkpoints/<name>/` with its `policy-manifest.json`,
- *   which `savePolicy` writes last) — or, without a `config.yaml`, any file a run writes (`summary.json`,
- *   `metrics.jsonl`, an entry of `checkpoints/`): something is there that is not ours to clear or append to;
- * - `failed-early`: a `config.yaml` but no summary and no whole checkpoint (a run that stopped in warm start, or
- *   while writing its first checkpoint: only temp files): nothing worth keeping, the folder may be cleared;
- * - `new`: nothing of a run (no folder, or one without any run file).
- */
-export function runFolderState(path: string): "new" | "failed-early" | "run" {
-  const checkpoints = join(path, "checkpoints");
-  const entries = existsSync(checkpoints) ? readdirSync(checkpoints) : [];
-  if (existsSync(join(path, "summary.json")) || existsSync(join(path, "lab.json"))) return "run"; // a lab's summary is lab.json
-  if (entries.some((e) => existsSync(join(checkpoints, e, "policy-manifest.json")))) return "run";
-  if (!existsSync(join(path, "config.yaml"))) return entries.length > 0 || existsSync(join(path, "metrics.jsonl")) ? "run" : "new";
-  return "failed-early";
-}
-
-/** The pid in `<path>/.lock` when it is a live process other than this one, else undefined (no lock, or a stale one). */
-export function lockHolder(path: string): number | undefined {
-  let text: string;
-  try {
-    text = readFileSync(join(path, ".lock"), "utf8");
-  } catch {
-    return undefined;
-  }
-  const pid = Number(text.trim());
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return undefined;
-  try {
-    process.kill(pid, 0);
-    return pid;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM" ? pid : undefined;
-  }
+/** The run folders whose `.lock` this process holds now (a lab's design folders included), in the order taken. */
+export function heldRunFolders(): string[] {
+  return [...heldLocks].map((l) => dirname(l));
 }
 
 /**

@@ -1,17 +1,23 @@
 /**
  * Reads run and lab folders exactly as they are on disk (README "A run on disk"; writers: `src/train/runDir.ts`,
  * `src/train/experiment.ts`, `src/lab/lab.ts`) for `arl view`: `metrics.jsonl`, `detectors.jsonl`, `summary.json`,
- * `samples/*.jsonl`, `config.yaml`, `lab.json` and a checkpoint's `tokenizer.json` (token ids → text). Files are
- * re-read only when their size or mtime changes, and a torn last line (a run writing it right now) is skipped until
- * it is whole, so a folder can be read while a run still trains.
+ * `samples/*.jsonl`, `config.yaml`, `lab.json` and a checkpoint's `tokenizer.json` (token ids → text). JSON-lines
+ * files are read incrementally (only the bytes appended since the last poll: src/view/tail.ts) and a torn last line
+ * (a run writing it right now) waits until it is whole, so a folder can be read while a run still trains; whole
+ * files are re-read only when their size or mtime changes. Every read is bounded (src/view/limits.ts): what is left
+ * out is counted (`SourceInfo.damagedLines`, `SourceInfo.cutLines`).
  */
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { grpoAdvantages } from "../algo/advantages.ts";
 import { emCheck } from "../reward/em.ts";
-import { DEFAULT_DETECTOR_THRESHOLDS, DetectorMonitor, defaultDetectors, type DetectorThresholds } from "../reward/detectors.ts";
+import { DEFAULT_DETECTOR_THRESHOLDS, type DetectorThresholds } from "../reward/detectors.ts";
 import { lockHolder } from "../train/runDir.ts";
+import { agentEpisode, isAgentLine, rolloutEvalEpisodes } from "./agentEpisodes.ts";
+import { DEFAULT_VIEW_LIMITS, ownText, type ViewLimits } from "./limits.ts";
+import { MetricsTable } from "./metricsTable.ts";
+import { JsonlTail, readCapped, type TailStats } from "./tail.ts";
 import type {
   DetectorFiring,
   MetricsPayload,
@@ -20,12 +26,13 @@ import type {
   SamplesPayload,
   SourceInfo,
   SourceKind,
-  ViewAgentInfo,
   ViewEpisode,
   ViewRewardTerm,
   ViewTokens,
   ViewTurn,
 } from "./types.ts";
+
+export { joinTokenTexts } from "./agentEpisodes.ts";
 
 /** A folder to view, before reading it. */
 export interface SourceRef {
@@ -49,14 +56,30 @@ const isDir = (p: string): boolean => {
 const isRunFolder = (p: string): boolean => ["metrics.jsonl", "config.yaml", "summary.json"].some((f) => existsSync(join(p, f)));
 const isLabFolder = (p: string): boolean => existsSync(join(p, "lab.json")) || isDir(join(p, "designs"));
 
-/** Descriptions of a lab's designs from its `lab.json` (empty while the lab runs: it is written at the end). */
+/** `labDescriptions` by `lab.json` path, with the file's stamp: the sources are found again on every poll. */
+const descriptionsCache = new Map<string, { stamp: string; descriptions: Record<string, string> }>();
+
+/**
+ * Descriptions of a lab's designs from its `lab.json` (empty while the lab runs: it is written at the end; empty when
+ * the file is over `maxJsonFileBytes`), each cut to `maxTextChars`; re-read only when the file changed.
+ */
 function labDescriptions(labPath: string): Record<string, string> {
+  const file = new CachedFile(join(labPath, "lab.json"), DEFAULT_VIEW_LIMITS.maxJsonFileBytes);
+  const stamp = file.stamp();
+  const hit = descriptionsCache.get(file.path);
+  if (hit?.stamp === stamp) return hit.descriptions;
+  let descriptions: Record<string, string> = {};
   try {
-    const lab = JSON.parse(readFileSync(join(labPath, "lab.json"), "utf8")) as { designs?: { name: string; description?: string }[] };
-    return Object.fromEntries((lab.designs ?? []).map((d) => [d.name, d.description ?? ""]));
+    const lab = JSON.parse(file.read() ?? "{}") as { designs?: { name?: unknown; description?: unknown }[] };
+    if (Array.isArray(lab.designs)) {
+      const named = lab.designs.filter((d): d is { name: string; description?: unknown } => typeof d?.name === "string");
+      descriptions = Object.fromEntries(named.map((d) => [d.name, ownText(typeof d.description === "string" ? d.description : "", DEFAULT_VIEW_LIMITS.maxTextChars)]));
+    }
   } catch {
-    return {};
+    descriptions = {};
   }
+  descriptionsCache.set(file.path, { stamp, descriptions });
+  return descriptions;
 }
 
 /**
@@ -122,32 +145,41 @@ export function discoverSources(paths: readonly string[]): SourceRef[] {
   return out;
 }
 
-/** A file's text, cached by size and mtime. */
+/** A file's (or folder's) `size:mtime`, or `-` when it is missing. */
+function stampOf(path: string): string {
+  try {
+    const s = statSync(path);
+    return `${s.size}:${s.mtimeMs}`;
+  } catch {
+    return "-";
+  }
+}
+
+/** A whole file's text, cached by size and mtime; not read when it is over `maxBytes` (`tooBig`). */
 class CachedFile {
   private key = "";
   private text: string | null = null;
-  constructor(readonly path: string) {}
+  /** The file's size when it is over `maxBytes` (as of the last `read`). */
+  tooBig: number | undefined;
+  constructor(
+    readonly path: string,
+    private readonly maxBytes: number,
+    private readonly stats?: TailStats,
+  ) {}
 
   /** `size:mtime`, or `-` when the file is missing. */
   stamp(): string {
-    try {
-      const s = statSync(this.path);
-      return `${s.size}:${s.mtimeMs}`;
-    } catch {
-      return "-";
-    }
+    return stampOf(this.path);
   }
 
-  /** The file's text (null when missing); re-read only when its stamp changed. */
+  /** The file's text (null when missing or over `maxBytes`); re-read only when its stamp changed. */
   read(): string | null {
     const k = this.stamp();
     if (k !== this.key) {
       this.key = k;
-      try {
-        this.text = readFileSync(this.path, "utf8");
-      } catch {
-        this.text = null;
-      }
+      const got = readCapped(this.path, this.maxBytes, this.stats);
+      this.text = got !== null && "text" in got ? got.text : null;
+      this.tooBig = got !== null && "tooBig" in got ? got.tooBig : undefined;
     }
     return this.text;
   }
@@ -230,64 +262,155 @@ const num = (v: unknown): number | undefined => (typeof v === "number" && Number
 /** `xs` cut or padded with `fill` to `n` items (token books of one sequence are all `[seq]`). */
 const fitTo = <T>(n: number, xs: T[], fill: T): T[] => (xs.length === n ? xs : Array.from({ length: n }, (_, i) => (i < xs.length ? xs[i] : fill)));
 
+/** Options of a `SourceReader`. */
+export interface SourceReaderOptions {
+  /** Limits over `DEFAULT_VIEW_LIMITS` (tests use small ones). */
+  limits?: Partial<ViewLimits>;
+  /** Counter every read of the folder's files is added to (bytes read, lines parsed). */
+  stats?: TailStats;
+}
+
+/** An `arl train --agent` evaluation line of `rollouts.jsonl`, as kept: the fields `rolloutEvalEpisodes` shows. */
+type EvalRow = Record<string, unknown>;
+
 /**
- * One viewed folder: its files read lazily and cached. Every method reads the disk as it is now.
+ * One viewed folder: its files read lazily, JSON-lines files incrementally. Every method reads the disk as it is now.
  */
 export class SourceReader {
-  private readonly metricsFile: CachedFile;
-  private readonly detectorsFile: CachedFile;
+  private readonly limits: ViewLimits;
+  private readonly stats: TailStats | undefined;
+  private readonly metricsTail: JsonlTail;
+  private readonly detectorsTail: JsonlTail;
+  private readonly rolloutsTail: JsonlTail;
   private readonly summaryFile: CachedFile;
   private readonly configFile: CachedFile;
-  /** `arl train --agent` runs: every rollout's status and reward (`rollouts.jsonl`), held-out EM before / after. */
-  private readonly rolloutsFile: CachedFile;
+  /** `arl train --agent` runs: held-out EM before / after. */
   private readonly agentSummaryFile: CachedFile;
   private readonly evalWarmFile: CachedFile;
-  private readonly samples = new Map<string, { file: CachedFile; key: string; payload: SamplesPayload }>();
+  private readonly samples = new Map<string, { tail: JsonlTail; rows: Record<string, unknown>[]; changes: number; key: string; payload: SamplesPayload }>();
+  /** `metrics.jsonl`'s lines as they arrive. */
+  private readonly table: MetricsTable;
+  /** `detectors.jsonl`'s firings, and a count bumped when they change. */
+  private readonly firingList: DetectorFiring[] = [];
+  private firingChanges = 0;
+  /** An `--agent` run's evaluation stages (`eval-…`, in order of first appearance) and lines of `rollouts.jsonl`, and a count bumped when they change. */
+  private readonly evalStageList: string[] = [];
+  private readonly evalRows: EvalRow[] = [];
+  private evalChanges = 0;
   private metricsCache: { key: string; payload: MetricsPayload; steps: Record<string, number[]> } | null = null;
-  /** `metrics.jsonl` column-wise (what the index needs: stages, keys), without the detector replay of `metrics()`. */
-  private columnsCache: { key: string; rows: Record<string, unknown>[]; stage: string[]; step: number[]; columns: Record<string, (number | null)[]> } | null = null;
-  private firingsCache: { key: string; firings: DetectorFiring[] } | null = null;
   private vocab: { key: string; pieces: string[] | null; spaced: boolean | undefined } | null = null;
-  private rolloutStages: { key: string; stages: string[] } | null = null;
-  /** `SourceInfo.metricKeysByStage` of the columns it was computed from. */
-  private keysByStage: { of: object; keys: Record<string, string[]> } | null = null;
-  /** Damaged lines per file (relative path) as of the last read of each: `SourceInfo.damagedLines`. */
+  /** Lines skipped per file (relative path) as of the last read of each: not JSON objects, or over a size limit (`SourceInfo.damagedLines`). */
   private readonly damaged = new Map<string, number>();
+  /** Lines kept in part or dropped per file, past the reader's limits (`SourceInfo.cutLines`). */
+  private readonly cut = new Map<string, number>();
 
-  /** `parseJsonLines` of one of the folder's files, keeping its count of damaged lines. */
-  private parse(file: string, text: string | null): Record<string, unknown>[] {
-    const counter = { damaged: 0 };
-    const rows = parseJsonLines(text, counter);
-    if (counter.damaged > 0) this.damaged.set(file, counter.damaged);
-    else this.damaged.delete(file);
-    return rows;
+  /**
+   * @param ref the folder
+   * @param options limits (default `DEFAULT_VIEW_LIMITS`) and a read counter
+   */
+  constructor(
+    readonly ref: SourceRef,
+    options: SourceReaderOptions = {},
+  ) {
+    const limits = (this.limits = { ...DEFAULT_VIEW_LIMITS, ...options.limits });
+    const stats = (this.stats = options.stats);
+    const tail = (file: string): JsonlTail => new JsonlTail(join(ref.path, file), { maxLineBytes: limits.maxLineBytes, maxReadBytes: limits.maxReadBytes, maxReadLines: limits.maxReadLines, stats });
+    this.metricsTail = tail("metrics.jsonl");
+    this.detectorsTail = tail("detectors.jsonl");
+    this.rolloutsTail = tail("rollouts.jsonl");
+    this.summaryFile = new CachedFile(join(ref.path, "summary.json"), limits.maxJsonFileBytes, stats);
+    this.configFile = new CachedFile(join(ref.path, "config.yaml"), limits.maxConfigBytes, stats);
+    this.agentSummaryFile = new CachedFile(join(ref.path, "agent-summary.json"), limits.maxJsonFileBytes, stats);
+    this.evalWarmFile = new CachedFile(join(ref.path, "eval-warm.json"), limits.maxJsonFileBytes, stats);
+    this.table = new MetricsTable(limits);
   }
 
-  constructor(readonly ref: SourceRef) {
-    this.metricsFile = new CachedFile(join(ref.path, "metrics.jsonl"));
-    this.detectorsFile = new CachedFile(join(ref.path, "detectors.jsonl"));
-    this.summaryFile = new CachedFile(join(ref.path, "summary.json"));
-    this.configFile = new CachedFile(join(ref.path, "config.yaml"));
-    this.rolloutsFile = new CachedFile(join(ref.path, "rollouts.jsonl"));
-    this.agentSummaryFile = new CachedFile(join(ref.path, "agent-summary.json"));
-    this.evalWarmFile = new CachedFile(join(ref.path, "eval-warm.json"));
+  /** True while a JSON-lines file is still being read over several requests (`maxReadBytes`, `maxReadLines`). */
+  get reading(): boolean {
+    return this.metricsTail.behind || this.detectorsTail.behind || this.rolloutsTail.behind;
+  }
+
+  /** Reads the JSON-lines files to their ends now, however many budgets that takes (an export holds everything). */
+  readAll(): void {
+    do {
+      this.updateMetrics();
+      this.firings();
+      this.evalStages();
+    } while (this.reading);
+  }
+
+  /** Records a file's counts of skipped (`damaged`) and cut lines; a file with none is not listed. */
+  private count(file: string, damaged: number, cut = 0): void {
+    if (damaged > 0) this.damaged.set(file, damaged);
+    else this.damaged.delete(file);
+    if (cut > 0) this.cut.set(file, cut);
+    else this.cut.delete(file);
+  }
+
+  /** A whole file's text (null when missing or over its limit: then counted as one damaged line). */
+  private whole(file: CachedFile, name: string): string | null {
+    const text = file.read();
+    this.count(name, file.tooBig !== undefined ? 1 : 0, this.cut.get(name) ?? 0);
+    return text;
+  }
+
+  /** Reads what `metrics.jsonl` gained since the last call into the table. */
+  private updateMetrics(): MetricsTable {
+    const u = this.metricsTail.update();
+    if (u !== null) {
+      if (u.reset) this.table.clear();
+      for (const row of u.rows) this.table.add(row);
+      this.count("metrics.jsonl", this.metricsTail.damaged, this.table.cut);
+    }
+    return this.table;
+  }
+
+  /** `detectors.jsonl`'s firings (lines without a detector, metric and step are left out), read incrementally. */
+  private firings(): DetectorFiring[] {
+    const u = this.detectorsTail.update();
+    if (u === null) return this.firingList;
+    const { maxFirings, maxTextChars } = this.limits;
+    if (u.reset) this.firingList.length = 0;
+    let cut = u.reset ? 0 : (this.cut.get("detectors.jsonl") ?? 0);
+    for (const r of u.rows) {
+      if (!(typeof r.detector === "string" && typeof r.metric === "string" && num(r.step) !== undefined)) continue;
+      if (this.firingList.length >= maxFirings) {
+        cut++;
+        continue;
+      }
+      const text = (v: string): string => ownText(v, maxTextChars);
+      this.firingList.push({ detector: text(r.detector), metric: text(r.metric), step: num(r.step)!, since: num(r.since), value: num(r.value) ?? NaN, baseline: num(r.baseline), threshold: num(r.threshold), message: text(typeof r.message === "string" ? r.message : r.detector) });
+    }
+    this.firingChanges++;
+    this.count("detectors.jsonl", this.detectorsTail.damaged, cut);
+    return this.firingList;
   }
 
   /**
-   * The evaluation stages (`eval-…`) of `rollouts.jsonl`, in order of first appearance; found by a scan of the
-   * text for `"stage":"eval-…"` (no JSON parse: the index asks on every poll), cached by the file's stamp.
+   * An `--agent` run's evaluation stages (`eval-…`) of `rollouts.jsonl`, in order of first appearance, and their
+   * lines (the fields shown, texts cut to `maxTextChars`), read incrementally: the index asks on every poll.
    */
   private evalStages(): string[] {
-    const key = this.rolloutsFile.stamp();
-    if (this.rolloutStages?.key === key) return this.rolloutStages.stages;
-    const stages: string[] = [];
-    const text = key === "-" ? null : this.rolloutsFile.read();
-    if (text !== null) {
-      const complete = text.slice(0, text.lastIndexOf("\n") + 1); // a torn last line waits until it is whole
-      for (const m of complete.matchAll(/"stage":"(eval-[^"\\]*)"/g)) if (!stages.includes(m[1])) stages.push(m[1]);
+    const u = this.rolloutsTail.update();
+    if (u === null) return this.evalStageList;
+    const { maxEvalRows, maxStages, maxKeyLength, maxTextChars } = this.limits;
+    if (u.reset) this.evalStageList.length = this.evalRows.length = 0;
+    let cut = u.reset ? 0 : (this.cut.get("rollouts.jsonl") ?? 0);
+    const text = (v: unknown): unknown => (typeof v === "string" ? ownText(v, maxTextChars) : v);
+    for (const r of u.rows) {
+      const stage = r.stage;
+      if (typeof stage !== "string" || !stage.startsWith("eval-")) continue;
+      const known = this.evalStageList.includes(stage);
+      if (this.evalRows.length >= maxEvalRows || (!known && (stage.length > maxKeyLength || this.evalStageList.length >= maxStages))) {
+        cut++;
+        continue;
+      }
+      if (!known) this.evalStageList.push(ownText(stage, maxKeyLength));
+      this.evalRows.push({ stage: this.evalStageList.find((s) => s === stage), task: text(r.task), status: text(r.status), reward: num(r.reward), dropReason: text(r.dropReason), mismatches: num(r.mismatches), calls: num(r.calls) });
     }
-    this.rolloutStages = { key, stages };
-    return stages;
+    this.evalChanges++;
+    this.count("rollouts.jsonl", this.rolloutsTail.damaged, cut);
+    return this.evalStageList;
   }
 
   /**
@@ -302,41 +425,39 @@ export class SourceReader {
     return files;
   }
 
+  /** True while a live process other than this one holds the folder's `.lock` (a pid: a larger file is not one). */
+  private live(): boolean {
+    try {
+      if (statSync(join(this.ref.path, ".lock")).size > 32) return false;
+    } catch {
+      return false;
+    }
+    return lockHolder(this.ref.path) !== undefined;
+  }
+
   /**
-   * What the folder holds now (reads `metrics.jsonl` when it changed). Cheap on purpose — the page waits for the index
+   * What the folder holds now (reads what `metrics.jsonl` gained). Cheap on purpose — the page waits for the index
    * of every source before drawing, and polls it: no detector replay here (that is `metrics()`, per source asked for).
+   * Its size is bounded by the limits (keys, stages, text lengths), whatever the files hold.
    */
   info(): SourceInfo {
-    const m = this.columns();
-    const stages: string[] = [];
-    const stepsByStage: Record<string, number> = {};
-    for (const s of m.stage) {
-      if (!(s in stepsByStage)) {
-        stages.push(s);
-        stepsByStage[s] = 0;
-      }
-      stepsByStage[s]++;
-    }
+    const m = this.updateMetrics().summary();
     const files = this.sampleFiles();
-    if (this.keysByStage?.of !== m) {
-      const byStage: Record<string, Set<string>> = {};
-      for (const [k, col] of Object.entries(m.columns)) col.forEach((v, i) => v !== null && (byStage[m.stage[i]] ??= new Set()).add(k));
-      this.keysByStage = { of: m, keys: Object.fromEntries(stages.map((st) => [st, [...(byStage[st] ?? [])].sort()])) };
-    }
-    const metricKeysByStage = this.keysByStage.keys;
     const detectorCount = this.firings().length;
+    const sorted = (map: Map<string, number>): Record<string, number> => Object.fromEntries([...map].sort(([a], [b]) => (a < b ? -1 : 1)));
     return {
       id: this.ref.id,
       label: this.ref.label,
       kind: this.ref.kind,
       lab: this.ref.lab,
       path: this.ref.path,
-      live: lockHolder(this.ref.path) !== undefined,
-      stages,
-      stepsByStage,
-      metricKeys: Object.keys(m.columns).sort(),
-      metricKeysByStage,
-      damagedLines: Object.fromEntries([...this.damaged].sort(([a], [b]) => (a < b ? -1 : 1))),
+      live: this.live(),
+      stages: m.stages,
+      stepsByStage: m.stepsByStage,
+      metricKeys: m.metricKeys,
+      metricKeysByStage: m.metricKeysByStage,
+      damagedLines: sorted(this.damaged),
+      ...(this.cut.size > 0 ? { cutLines: sorted(this.cut) } : {}),
       sampleFiles: files,
       detectorCount,
       version: this.version(files),
@@ -345,17 +466,19 @@ export class SourceReader {
   }
 
   /**
-   * Changes whenever a file the viewer reads changes. The trainer writes each samples file through a temp file +
-   * rename (RunDir.writeSamples), which changes the folder's mtime: one stat of the folder sees any new or rewritten
-   * file, where a stat per file costs ~0.1 ms × steps.
+   * Changes whenever a file the viewer reads changes, and as a long JSON-lines file is read over several polls (the
+   * bytes read so far). The trainer writes each samples file through a temp file + rename (RunDir.writeSamples),
+   * which changes the folder's mtime: one stat of the folder sees any new or rewritten file, where a stat per file
+   * costs ~0.1 ms × steps.
    */
   version(files: readonly SampleFileInfo[] = this.sampleFiles()): string {
-    const samplesStamp = new CachedFile(join(this.ref.path, "samples")).stamp();
-    return [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), samplesStamp, files.length, this.rolloutsFile.stamp(), this.agentSummaryFile.stamp()].join("|");
+    const stamp = (file: string): string => stampOf(join(this.ref.path, file));
+    const read = [this.metricsTail, this.detectorsTail, this.rolloutsTail].map((t) => t.position).join(",");
+    return [stamp("metrics.jsonl"), stamp("detectors.jsonl"), this.summaryFile.stamp(), stamp("samples"), files.length, stamp("rollouts.jsonl"), this.agentSummaryFile.stamp(), read].join("|");
   }
 
   private settings(): RunSettings {
-    const text = this.configFile.read();
+    const text = this.whole(this.configFile, "config.yaml");
     if (text === null) return {};
     let cfg: Record<string, Record<string, unknown> | undefined>;
     try {
@@ -373,7 +496,8 @@ export class SourceReader {
   }
 
   /**
-   * `metrics.jsonl` column-wise, `detectors.jsonl` and `summary.json`.
+   * `metrics.jsonl` column-wise (at most `maxCells` values: lines thinned evenly past it, `thinned` set),
+   * `detectors.jsonl` and `summary.json`.
    * @returns the payload; empty columns when the run has written nothing yet
    */
   metrics(): MetricsPayload {
@@ -390,49 +514,14 @@ export class SourceReader {
     return this.metricsWithSteps().steps;
   }
 
-  /** `metrics.jsonl` parsed and column-wise, cached by its stamp. */
-  private columns(): { rows: Record<string, unknown>[]; stage: string[]; step: number[]; columns: Record<string, (number | null)[]> } {
-    const key = this.metricsFile.stamp();
-    if (this.columnsCache?.key === key) return this.columnsCache;
-    const rows = this.parse("metrics.jsonl", this.metricsFile.read());
-    const stage: string[] = [];
-    const step: number[] = [];
-    const columns: Record<string, (number | null)[]> = {};
-    rows.forEach((row, i) => {
-      stage.push(typeof row.stage === "string" ? row.stage : "?");
-      step.push(num(row.step) ?? i);
-      for (const [k, v] of Object.entries(row)) {
-        if (k === "stage" || k === "step" || typeof v !== "number") continue;
-        let col = columns[k];
-        if (col === undefined) col = columns[k] = new Array<number | null>(i).fill(null);
-        col.push(Number.isFinite(v) ? v : null);
-      }
-      for (const col of Object.values(columns)) if (col.length < i + 1) col.push(null);
-    });
-    this.columnsCache = { key, rows, stage, step, columns };
-    return this.columnsCache;
-  }
-
-  /** `detectors.jsonl`'s firings, cached by its stamp. */
-  private firings(): DetectorFiring[] {
-    const key = this.detectorsFile.stamp();
-    if (this.firingsCache?.key === key) return this.firingsCache.firings;
-    const firings = this.parse("detectors.jsonl", this.detectorsFile.read()).flatMap((r): DetectorFiring[] =>
-      typeof r.detector === "string" && typeof r.metric === "string" && num(r.step) !== undefined
-        ? [{ detector: r.detector, metric: r.metric, step: num(r.step)!, since: num(r.since), value: num(r.value) ?? NaN, baseline: num(r.baseline), threshold: num(r.threshold), message: typeof r.message === "string" ? r.message : r.detector }]
-        : [],
-    );
-    this.firingsCache = { key, firings };
-    return firings;
-  }
-
   private metricsWithSteps(): { payload: MetricsPayload; steps: Record<string, number[]> } {
-    const key = [this.metricsFile.stamp(), this.detectorsFile.stamp(), this.summaryFile.stamp(), this.configFile.stamp(), this.agentSummaryFile.stamp()].join("|");
-    if (this.metricsCache?.key === key) return this.metricsCache;
-    const { rows, stage, step, columns } = this.columns();
+    const table = this.updateMetrics();
     const detectors = this.firings();
+    const key = [table.changes, this.firingChanges, this.summaryFile.stamp(), this.configFile.stamp(), this.agentSummaryFile.stamp()].join("|");
+    if (this.metricsCache?.key === key) return this.metricsCache;
     let summary: unknown = null;
-    const st = this.summaryFile.read() ?? this.agentSummaryFile.read(); // an --agent run writes agent-summary.json
+    // an --agent run writes agent-summary.json
+    const st = existsSync(this.summaryFile.path) ? this.whole(this.summaryFile, "summary.json") : this.whole(this.agentSummaryFile, "agent-summary.json");
     if (st !== null) {
       try {
         summary = JSON.parse(st);
@@ -441,27 +530,20 @@ export class SourceReader {
       }
     }
     const steps: Record<string, number[]> = {};
-    const d = this.settings().detectors;
-    if (d !== undefined && d.enabled) {
-      const monitor = new DetectorMonitor(defaultDetectors(d), d);
-      rows.forEach((row, i) => {
-        if (stage[i] !== "rl") return;
-        const values: Record<string, number> = {};
-        for (const [k, v] of Object.entries(row)) if (typeof v === "number") values[k] = v;
-        monitor.observe(step[i], values);
-        for (const f of monitor.firing()) (steps[f.detector] ??= []).push(step[i]);
-      });
-    }
+    for (const [d, list] of Object.entries(table.detectorSteps(this.settings().detectors, this.configFile.stamp()))) steps[d] = [...list];
     for (const f of detectors) {
       const list = (steps[f.detector] ??= []);
       if (!list.includes(f.step)) list.push(f.step);
     }
     for (const list of Object.values(steps)) list.sort((a, b) => a - b);
-    this.metricsCache = { key, payload: { id: this.ref.id, stage, step, columns, detectors, detectorSteps: steps, summary }, steps };
+    this.metricsCache = { key, payload: { id: this.ref.id, ...table.columns(), detectors: [...detectors], detectorSteps: steps, summary }, steps };
     return this.metricsCache;
   }
 
-  /** Token id → text from the first `tokenizer.json` found in the folder's (or its lab's) checkpoints; null when none. */
+  /**
+   * Token id → text from the first `tokenizer.json` found in the folder's (or its lab's) checkpoints; null when none
+   * (or it is over `maxTokenizerBytes`).
+   */
   private pieces(): string[] | null {
     const dirs = [this.ref.path, ...(this.ref.labPath !== undefined && this.ref.labPath !== this.ref.path ? [this.ref.labPath] : [])];
     const candidates: string[] = [];
@@ -476,9 +558,10 @@ export class SourceReader {
     if (this.vocab?.key === key) return this.vocab.pieces;
     let pieces: string[] | null = null;
     let spaced: boolean | undefined;
-    if (file !== undefined) {
+    const got = file !== undefined ? readCapped(file, this.limits.maxTokenizerBytes, this.stats) : null;
+    if (got !== null && "text" in got) {
       try {
-        const tok = JSON.parse(readFileSync(file, "utf8")) as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string }[]; decoder?: { type?: unknown } | null };
+        const tok = JSON.parse(got.text) as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string }[]; decoder?: { type?: unknown } | null };
         // a WordPiece decoder joins tokens by spaces (the embedded WordTokenizer's); ByteLevel and others keep the text
         spaced = typeof tok.decoder?.type === "string" ? tok.decoder.type === "WordPiece" : undefined;
         pieces = [];
@@ -495,7 +578,8 @@ export class SourceReader {
   }
 
   /**
-   * One samples file, each episode with its group, outcome, advantage and token text.
+   * One samples file, each episode with its group, outcome, advantage and token text. Lines over
+   * `maxSampleLineBytes` are skipped as damaged; bytes past `maxSampleFileBytes` are not read (`unreadBytes`).
    * @param name a file stem from `sampleFiles()` (e.g. `step-3`)
    * @throws Error when the folder has no such samples file
    */
@@ -504,31 +588,40 @@ export class SourceReader {
     if (info === undefined) throw new Error(`${this.ref.id} has no samples/${name}.jsonl`);
     let entry = this.samples.get(name);
     if (entry === undefined) {
-      entry = { file: new CachedFile(join(this.ref.path, "samples", `${name}.jsonl`)), key: "", payload: { id: this.ref.id, file: name, episodes: [], vocab: {}, detectorSteps: {} } };
+      const tail = new JsonlTail(join(this.ref.path, "samples", `${name}.jsonl`), { maxLineBytes: this.limits.maxSampleLineBytes, maxBytes: this.limits.maxSampleFileBytes, stats: this.stats });
+      entry = { tail, rows: [], changes: 0, key: "", payload: { id: this.ref.id, file: name, episodes: [], vocab: {}, detectorSteps: {} } };
       this.samples.set(name, entry);
     }
     const detectorSteps = this.detectorSteps();
     if (info.from === "rollouts") {
-      const key = `${this.rolloutsFile.stamp()}|${this.agentSummaryFile.stamp()}|${this.evalWarmFile.stamp()}`;
+      const key = `${this.evalChanges}|${this.agentSummaryFile.stamp()}|${this.evalWarmFile.stamp()}`;
       if (entry.key !== key) {
         entry.key = key;
-        entry.payload = { id: this.ref.id, file: name, episodes: rolloutEvalEpisodes(this.parse("rollouts.jsonl", this.rolloutsFile.read()), name), vocab: {}, detectorSteps, note: this.agentEvalNote(name) };
+        entry.payload = { id: this.ref.id, file: name, episodes: rolloutEvalEpisodes(this.evalRows, name), vocab: {}, detectorSteps, note: this.agentEvalNote(name) };
         const damaged = this.damaged.get("rollouts.jsonl");
         if (damaged !== undefined) entry.payload.damagedLines = damaged;
       }
       entry.payload.detectorSteps = detectorSteps;
       return entry.payload;
     }
+    const u = entry.tail.update();
+    if (u !== null) {
+      if (u.reset) entry.rows = [];
+      for (const row of u.rows) entry.rows.push(row);
+      entry.changes++;
+      this.count(`samples/${name}.jsonl`, entry.tail.damaged);
+    }
     const pieces = this.pieces(); // a checkpoint's tokenizer.json may appear after the samples (key below)
-    const key = `${entry.file.stamp()}|${this.configFile.stamp()}|${this.vocab?.key ?? "-"}`;
+    const key = `${entry.changes}|${this.configFile.stamp()}|${this.vocab?.key ?? "-"}`;
     if (entry.key !== key) {
       entry.key = key;
       const vocab: Record<string, string> = {};
-      const episodes = toEpisodes(this.parse(`samples/${name}.jsonl`, entry.file.read()), info, this.settings(), { spaced: this.vocab?.spaced, vocab });
+      const episodes = toEpisodes(entry.rows, info, this.settings(), { spaced: this.vocab?.spaced, vocab });
       if (pieces !== null) for (const e of episodes) for (const seg of e.segments ?? (e.tokens ? [e.tokens] : [])) for (const id of seg.ids) if (vocab[id] === undefined && pieces[id] !== undefined) vocab[id] = pieces[id];
       entry.payload = { id: this.ref.id, file: name, episodes, vocab, detectorSteps };
       const damaged = this.damaged.get(`samples/${name}.jsonl`);
       if (damaged !== undefined) entry.payload.damagedLines = damaged;
+      if (entry.tail.unread > 0) entry.payload.unreadBytes = entry.tail.unread;
       // An --agent run's evaluation transcripts (samples/eval-<label>.jsonl): the held-out EM beside them.
       if (info.type === "eval" && episodes.some((e) => e.agent !== undefined)) entry.payload.note = this.agentEvalNote(name, true);
     }
@@ -538,16 +631,16 @@ export class SourceReader {
 
   /** An `--agent` run's held-out EM for an evaluation stage, from `agent-summary.json` (or `eval-warm.json`). */
   private agentEvalNote(stage: string, transcripts = false): string {
-    const read = (f: CachedFile): Record<string, unknown> | null => {
+    const read = (f: CachedFile, name: string): Record<string, unknown> | null => {
       try {
-        const t = f.read();
+        const t = this.whole(f, name);
         return t === null ? null : (JSON.parse(t) as Record<string, unknown>);
       } catch {
         return null;
       }
     };
-    const summary = read(this.agentSummaryFile);
-    const part = stage === "eval-after" ? summary?.after : (summary?.before ?? read(this.evalWarmFile));
+    const summary = read(this.agentSummaryFile, "agent-summary.json");
+    const part = stage === "eval-after" ? summary?.after : (summary?.before ?? read(this.evalWarmFile, "eval-warm.json"));
     const e = part as { success?: unknown; n?: unknown; dropped?: unknown } | undefined | null;
     const em = num(e?.success) !== undefined ? `held-out EM ${num(e?.success)!.toFixed(1)} % of ${num(e?.n) ?? "?"} tasks (${num(e?.dropped) ?? 0} dropped; ${stage === "eval-after" ? "agent-summary.json" : summary ? "agent-summary.json" : "eval-warm.json"}). ` : "";
     if (transcripts) return `${em}Each rollout's transcript, answer and the task's gold answers from samples/${stage}.jsonl; success = EM of the answer, graded by the trainer.`;
@@ -681,187 +774,4 @@ function toEpisodes(rows: Record<string, unknown>[], info: SampleFileInfo, setti
     });
   }
   return episodes;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// `arl train --agent` runs
-
-/** A line of `writeAgentSamples` (src/train/agentExperiment.ts): calls and segments instead of turns and tokens. */
-const isAgentLine = (r: Record<string, unknown>): boolean => Array.isArray(r.segments) && Array.isArray(r.calls);
-
-/**
- * Token texts → one text and where each token starts in it. `spaced` (a WordPiece decoder, the embedded
- * `WordTokenizer`): single spaces between tokens, none next to a `\n` token and none before a `##` continuation (as
- * `WordTokenizer.decode`, src/policy/tokenizer.ts); otherwise the texts are concatenated (a byte-level BPE's
- * `decode([id])` keeps its spaces). Undefined `spaced`: guessed — spaced when no token text has a space at either end.
- * @returns `text`, and `starts[i]`/`ends[i]` the character range of token i (`[seq]`)
- */
-export function joinTokenTexts(texts: readonly string[], spaced?: boolean): { text: string; starts: number[]; ends: number[] } {
-  const sp = spaced ?? !texts.some((t) => /^\s+\S|\S\s+$/.test(t) || t === " ");
-  let text = "";
-  const starts: number[] = [];
-  const ends: number[] = [];
-  let prev: string | undefined;
-  for (const raw of texts) {
-    let t = raw;
-    if (sp && t.startsWith("##")) t = t.slice(2);
-    else if (sp && prev !== undefined && prev !== "" && t !== "" && !/^\s+$/.test(prev) && !/^\s+$/.test(t)) text += " ";
-    starts.push(text.length);
-    text += t;
-    ends.push(text.length);
-    if (t !== "") prev = t;
-  }
-  return { text, starts, ends };
-}
-
-/** ChatML blocks (`<|im_start|>role\n…<|im_end|>`, the Hermes / Qwen template the gateway renders) of a text. */
-function chatBlocks(text: string): { role: string; content: string }[] {
-  const out: { role: string; content: string }[] = [];
-  for (const m of text.matchAll(/<\|im_start\|>[ \t]*([^\s<]*)[ \t]*\n?([\s\S]*?)(?:<\|im_end\|>|$)/g)) out.push({ role: m[1], content: m[2].trim() });
-  return out;
-}
-
-const TOOL_RESPONSE = /<tool_response>\s*([\s\S]*?)\s*<\/tool_response>/g;
-
-/**
- * One `--agent` rollout as an episode: the calls as turns (content, tool calls, and the tool results the next prompt
- * carried, read from the segment's loss-mask-0 tokens), every segment's tokens with the tool results located, the
- * trainer's advantage, the reward value (and its named parts). A segment's k-th run of loss-mask-1 tokens is a call's
- * completion; segments hold the calls in order, so run k of the rollout is call k (when the counts differ — a call
- * with an empty completion — the turns show no observations rather than wrong ones).
- */
-function agentEpisode(r: Record<string, unknown>, index: number, task: string, group: number, member: number, spaced: boolean | undefined, vocab: Record<string, string>): ViewEpisode {
-  const calls = (r.calls as Record<string, unknown>[]).filter((c) => c !== null && typeof c === "object");
-  const segments: ViewTokens[] = [];
-  // per completion (run of mask-1 tokens), in order over all segments: the observation text after it in its segment
-  const observations: string[] = [];
-  let system = "";
-  let question = "";
-  for (const [k, raw] of (r.segments as Record<string, unknown>[]).entries()) {
-    const ids = Array.isArray(raw?.tokens) ? (raw.tokens as unknown[]).map((x) => num(x) ?? -1) : [];
-    const texts = Array.isArray(raw?.text) ? (raw.text as unknown[]).map((x) => str(x)) : [];
-    const lossMask = fitTo(ids.length, Array.isArray(raw?.lossMask) ? (raw.lossMask as unknown[]).map((x) => (x === 1 ? 1 : 0)) : [], 0);
-    const logprobs = fitTo(ids.length, Array.isArray(raw?.logprobs) ? (raw.logprobs as unknown[]).map((x) => num(x) ?? 0) : [], 0);
-    ids.forEach((id, i) => {
-      if (texts[i] !== undefined && vocab[id] === undefined) vocab[id] = texts[i];
-    });
-    const first = lossMask.indexOf(1);
-    const promptLength = first < 0 ? ids.length : first;
-    const joined = joinTokenTexts(texts.length === ids.length ? texts : ids.map((id) => vocab[id] ?? ""), spaced);
-    const span = (a: number, b: number): string => (a >= b ? "" : joined.text.slice(joined.starts[a], joined.ends[b - 1]));
-    const toolResults: [number, number][] = [];
-    for (const m of joined.text.matchAll(TOOL_RESPONSE)) {
-      const a = m.index;
-      const b = a + m[0].length;
-      let lo = -1;
-      let hi = -1;
-      for (let i = 0; i < ids.length; i++) {
-        if (joined.ends[i] > a && joined.starts[i] < b && lossMask[i] === 0) {
-          if (lo < 0) lo = i;
-          hi = i + 1;
-        }
-      }
-      if (lo >= 0) toolResults.push([lo, hi]);
-    }
-    if (k === 0) {
-      const blocks = chatBlocks(span(0, promptLength));
-      const users = blocks.filter((b) => b.role === "user");
-      question = users.at(-1)?.content ?? "";
-      system = blocks[0] !== undefined && blocks[0].role !== "user" ? blocks[0].content : blocks.length === 0 ? span(0, promptLength).trim() : "";
-    }
-    // completions and the observation after each
-    for (let i = promptLength; i < ids.length; ) {
-      if (lossMask[i] !== 1) {
-        i++;
-        continue;
-      }
-      let j = i;
-      while (j < ids.length && lossMask[j] === 1) j++;
-      let e = j;
-      while (e < ids.length && lossMask[e] !== 1) e++;
-      observations.push(span(j, e));
-      i = e;
-    }
-    segments.push({ ids, lossMask, logprobs, promptLength, ...(toolResults.length > 0 ? { toolResults } : {}) });
-  }
-  const paired = observations.length === calls.length;
-  const turns: ViewTurn[] = calls.map((c, k) => {
-    const observation = paired ? observations[k].trim() : "";
-    const results = [...observation.matchAll(TOOL_RESPONSE)].map((m) => m[1]);
-    const toolCalls = Array.isArray(c.toolCalls)
-      ? (c.toolCalls as Record<string, unknown>[]).map((t) => ({ name: str(t?.name, "?"), arguments: typeof t?.arguments === "string" ? t.arguments : JSON.stringify(t?.arguments ?? {}) }))
-      : [];
-    return {
-      action: str(c.content),
-      observation,
-      toolCalls,
-      ...(results.length > 0 ? { toolResults: results } : {}),
-      ...(typeof c.finishReason === "string" ? { finishReason: c.finishReason } : {}),
-      invalid: c.invalid === true,
-    };
-  });
-  const rew = r.reward as { value?: unknown; parts?: unknown } | null | undefined;
-  const value = num(rew?.value);
-  const parts: Record<string, number> = {};
-  if (rew?.parts !== null && typeof rew?.parts === "object") for (const [k, v] of Object.entries(rew.parts as Record<string, unknown>)) if (num(v) !== undefined) parts[k] = num(v)!;
-  const status = str(r.status, "?");
-  const answer = typeof r.answer === "string" ? r.answer : null;
-  const toolCalls: Record<string, number> = {};
-  for (const t of turns) for (const c of t.toolCalls ?? []) toolCalls[c.name] = (toolCalls[c.name] ?? 0) + 1;
-  const advantage = num(r.advantage);
-  const info: ViewAgentInfo = { status, dropReason: typeof r.dropReason === "string" ? r.dropReason : null, mismatches: num(r.mismatches) ?? 0, system, parts };
-  // Evaluation lines carry the task's question and gold answers (writeAgentSamples with tasks); RL lines do not.
-  const gold = Array.isArray(r.answers) ? r.answers.filter((x): x is string => typeof x === "string") : [];
-  return {
-    index,
-    task,
-    kind: task.includes(":") ? task.slice(0, task.indexOf(":")) : "?",
-    question: typeof r.question === "string" && r.question !== "" ? r.question : question,
-    gold,
-    member,
-    group,
-    turns,
-    answer,
-    reward: value !== undefined ? { total: value, terms: [] } : null,
-    outcome: status !== "rewarded" || answer === null || answer.trim() === "" ? "no-answer" : value !== undefined && value >= 1 - 1e-9 ? "success" : "fail",
-    toolCalls,
-    advantage: advantage ?? null,
-    advantageSource: advantage !== undefined ? "file" : "none",
-    advantageNote: advantage !== undefined ? "from the trainer (the samples line's advantage)" : status !== "rewarded" ? `dropped (${info.dropReason ?? "no reward"}): not trained` : "the trainer wrote no advantage",
-    ...(segments.length > 0 ? { tokens: segments[0], segments } : {}),
-    agent: info,
-  };
-}
-
-/**
- * An `--agent` run's evaluation rollouts (`rollouts.jsonl` lines of one `eval-…` stage) as episodes: task, status,
- * reward (EM of the answer, graded by the trainer) — the file keeps no transcript. Outcome: dropped = `no-answer`,
- * reward 1 = `success`, else `fail`.
- */
-function rolloutEvalEpisodes(rows: Record<string, unknown>[], stage: string): ViewEpisode[] {
-  return rows
-    .filter((r) => r.stage === stage)
-    .map((r, index): ViewEpisode => {
-      const task = str(r.task, `#${index}`);
-      const status = str(r.status, "?");
-      const value = num(r.reward);
-      return {
-        index,
-        task,
-        kind: task.includes(":") ? task.slice(0, task.indexOf(":")) : "?",
-        question: "",
-        gold: [],
-        member: 0,
-        group: index,
-        turns: [],
-        answer: null,
-        reward: value !== undefined ? { total: value, terms: [] } : null,
-        outcome: status !== "rewarded" ? "no-answer" : value !== undefined && value >= 1 - 1e-9 ? "success" : "fail",
-        toolCalls: {},
-        advantage: null,
-        advantageSource: "none",
-        advantageNote: "evaluation rollouts are not trained: no advantage",
-        agent: { status, dropReason: typeof r.dropReason === "string" ? r.dropReason : null, mismatches: num(r.mismatches) ?? 0, system: "", parts: {}, calls: num(r.calls) ?? 0 },
-      };
-    });
 }

@@ -6,13 +6,15 @@
  * - `GET /api/metrics?id=<source>` — `metrics.jsonl` column-wise, detector firings, `summary.json`;
  * - `GET /api/samples?id=<source>&file=<stem>` — one `samples/<stem>.jsonl` with groups, outcomes, advantages;
  * - `GET /healthz`.
- * Every `/api/*` answer is read from disk at request time (files re-read only when they changed), so the page
- * follows a run that is still training by polling `/api/index`.
+ * Every `/api/*` answer is read from disk at request time (JSON-lines files incrementally: only the lines appended
+ * since the last request; other files only when they changed), so the page follows a run that is still training by
+ * polling `/api/index`. Reads and answers are bounded (src/view/limits.ts): `/api/index` does not grow with a file's
+ * line sizes or key counts, `/api/metrics` thins lines past `maxCells` values.
  */
-import { timingSafeEqual } from "node:crypto";
 import { isAbsolute } from "node:path";
 import type { FastifyInstance } from "fastify";
 import { HttpError, createApp, listen, type RunningServer, type ServeOptions } from "../serve/http.ts";
+import { sameSecret } from "../serve/limits.ts"; // SHA-256 digests compared in constant time: the key length does not leak either
 import { clientBundle } from "./bundle.ts";
 import { SourceReader, discoverSources, type SourceRef } from "./data.ts";
 import { servedPage } from "./page.ts";
@@ -71,14 +73,20 @@ export class ViewCatalog {
     return r;
   }
 
-  /** The index the page starts from. */
+  /**
+   * The index the page starts from. While a long file is still being read (a budget per request), the page is told
+   * to poll (every second when polling is off) so it gets the rest.
+   */
   index(pollMs: number): ViewIndex {
-    return { sources: this.sources().map((s) => s.info()), static: false, pollMs };
+    const readers = this.sources();
+    const sources = readers.map((s) => s.info());
+    return { sources, static: false, pollMs: pollMs === 0 && readers.some((r) => r.reading) ? 1000 : pollMs };
   }
 
   /** Every payload the page could ask for (what `--export` embeds); `static` set, no polling. */
   exportData(): ViewBundleData {
     const readers = this.sources();
+    for (const r of readers) r.readAll();
     const metrics: Record<string, MetricsPayload> = {};
     const samples: Record<string, Record<string, SamplesPayload>> = {};
     for (const r of readers) {
@@ -107,11 +115,6 @@ export class ViewCatalog {
   }
 }
 
-const sameKey = (given: string, key: string): boolean => {
-  const a = Buffer.from(given);
-  const b = Buffer.from(key);
-  return a.length === b.length && timingSafeEqual(a, b);
-};
 
 /**
  * The viewer's fastify app (not listening).
@@ -130,7 +133,7 @@ export function createViewApp(catalog: ViewCatalog, options: ViewServerOptions =
       if (req.method === "GET" && req.routeOptions.url !== undefined && open.has(req.routeOptions.url)) return;
       const auth = req.headers.authorization;
       const given = auth !== undefined && /^bearer /i.test(auth) ? auth.slice(7).trim() : req.headers["x-api-key"];
-      if (typeof given !== "string" || !sameKey(given, apiKey)) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>; open the page as /?token=<key>)" });
+      if (typeof given !== "string" || !sameSecret(given, apiKey)) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>; open the page as /?token=<key>)" });
     });
   }
   app.get("/healthz", async () => ({ ok: true }));

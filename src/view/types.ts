@@ -51,14 +51,21 @@ export interface SourceInfo {
   metricKeysByStage: Record<string, string[]>;
   /**
    * Lines the viewer could not read, per file (`metrics.jsonl`, `detectors.jsonl`, `rollouts.jsonl`,
-   * `samples/step-3.jsonl`, …): not JSON objects (a damaged or hand-edited file). A run's last line while it is being
-   * written is not counted. Only files with at least one such line are listed; the page shows them.
+   * `samples/step-3.jsonl`, …): not JSON objects (a damaged or hand-edited file), or longer than the viewer's line
+   * limit (src/view/limits.ts; skipped unread); a whole file over its size limit (`summary.json`, `config.yaml`, …)
+   * counts as one. A run's last line while it is being written is not counted (unless already over the limit). Only
+   * files with at least one such line are listed; the page shows them.
    */
   damagedLines: Record<string, number>;
+  /**
+   * Lines the viewer kept only in part, or dropped, because they pass its limits (src/view/limits.ts: metric keys
+   * per line, distinct metric keys, stages, lines, firings), per file. Absent when none; the page shows them.
+   */
+  cutLines?: Record<string, number>;
   sampleFiles: SampleFileInfo[];
   /** Firings in `detectors.jsonl`. */
   detectorCount: number;
-  /** Changes whenever a file the viewer reads changes (sizes and mtimes): the page refetches on a new value. */
+  /** Changes whenever a file the viewer reads changes (sizes and mtimes), and as a long file is read over several polls: the page refetches on a new value. */
   version: string;
   /** The lab design's description (from `lab.json`), when known. */
   description?: string;
@@ -108,6 +115,11 @@ export interface MetricsPayload {
   summary: unknown;
   /** The source's `SourceInfo.version` when this was read (the page uses a payload fetched before the index only when they agree). */
   version?: string;
+  /**
+   * Set when the lines × metric keys passed the viewer's `maxCells` (src/view/limits.ts): `stage`, `step` and
+   * `columns` hold `sent` of the file's `rows` lines — every n-th line of each stage and its last.
+   */
+  thinned?: { rows: number; sent: number };
 }
 
 /** One reward term (src/core/types.ts `RewardTerm`). */
@@ -232,8 +244,10 @@ export interface SamplesPayload {
   detectorSteps: Record<string, number[]>;
   /** What the page should say about the file (e.g. an agent run's held-out EM from `eval-warm.json` / `agent-summary.json`). */
   note?: string;
-  /** Lines of the file that are not JSON objects (skipped; the page says how many). Absent when none. */
+  /** Lines of the file that are not JSON objects or over the viewer's line limit (skipped; the page says how many). Absent when none. */
   damagedLines?: number;
+  /** Bytes at the file's end not read: past the viewer's size limit for one samples file (the page says so). Absent when none. */
+  unreadBytes?: number;
 }
 
 /** Everything an exported file holds: the index and every payload the page could ask for. */

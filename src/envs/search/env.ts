@@ -32,9 +32,9 @@ export interface Retriever {
  * - `timeoutMs`: limit of one retrieval call in milliseconds (default 10 000);
  * - `latencyMs`: the simulated latency of one search (ms), `base + perPassage × passages returned`
  *   (default `{ base: 200, perPassage: 50 }`), recorded on the step for cost rewards; deterministic, never slept;
- * - `retries`, `backoffMs`, `maxBackoffMs`, `maxOutputChars`, `limiter`: the search call's retries, back-off (ms),
- *   output cap (characters) and shared per-tool concurrency limit — see `CallToolOptions` (defaults 0, 100, 5 000,
- *   100 000, none);
+ * - `retries`, `backoffMs`, `maxBackoffMs`, `maxOutputChars`, `maxResultBytes`, `limiter`: the search call's retries,
+ *   back-off (ms), output cap (characters), hard output limit (bytes) and shared per-tool concurrency limit — see
+ *   `CallToolOptions` (defaults 0, 100, 5 000, 100 000, 16 MiB, none);
  * - `wrapTool`: wraps the search tool before use (e.g. `(t) => withFaults(t, …)` to harden an env, or a cache);
  * - `faults`: shorthand for `wrapTool: (t) => withFaults(t, faults)`, applied inside `wrapTool` when both are set.
  */
@@ -48,6 +48,7 @@ export interface SearchEnvConfig {
   backoffMs?: number;
   maxBackoffMs?: number;
   maxOutputChars?: number;
+  maxResultBytes?: number;
   limiter?: ToolLimiter;
   wrapTool?: (t: SearchTool) => SearchTool;
   faults?: FaultOptions;
@@ -100,7 +101,7 @@ export class SearchEnv implements Env {
   private readonly timeoutMs: number;
   private readonly latency: { base: number; perPassage: number };
   private readonly searchTool: SearchTool;
-  private readonly callOptions: { retries?: number; backoffMs?: number; maxBackoffMs?: number; maxOutputChars?: number; limiter?: ToolLimiter };
+  private readonly callOptions: { retries?: number; backoffMs?: number; maxBackoffMs?: number; maxOutputChars?: number; maxResultBytes?: number; limiter?: ToolLimiter };
   private task: Task | null = null;
   private episode: EpisodeInfo = {};
   private done = false;
@@ -129,8 +130,8 @@ export class SearchEnv implements Env {
     if (config.faults !== undefined) search = withFaults(search, config.faults);
     if (config.wrapTool !== undefined) search = config.wrapTool(search);
     this.searchTool = search;
-    const { retries, backoffMs, maxBackoffMs, maxOutputChars, limiter } = config;
-    this.callOptions = { retries, backoffMs, maxBackoffMs, maxOutputChars, limiter };
+    const { retries, backoffMs, maxBackoffMs, maxOutputChars, maxResultBytes, limiter } = config;
+    this.callOptions = { retries, backoffMs, maxBackoffMs, maxOutputChars, maxResultBytes, limiter };
   }
 
   /** Counters of the current episode (a copy). */
@@ -223,7 +224,7 @@ export async function searchCorpus(file: string, query: string, topK: number): P
 /**
  * Tool-call settings of search environments, as the config's `env.tools` section holds them: per-attempt
  * `timeoutMs` (ms), `retries`, `backoffMs` / `maxBackoffMs` (ms), `maxConcurrency` (calls of one tool at once
- * across all episodes of the factory; 0 = unlimited), `maxOutputChars` (characters).
+ * across all episodes of the factory; 0 = unlimited), `maxOutputChars` (characters), `maxResultBytes` (bytes).
  */
 export type SearchToolSettings = ToolCallSettings;
 

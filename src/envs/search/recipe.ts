@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import type { Trajectory } from "../../core/types.ts";
+import { parseEnvOptions } from "../../env/options.ts";
 import type { EnvRecipe, RecipeContext, RecipeInstance } from "../../env/recipe.ts";
 import { BM25Index } from "../../retrieval/bm25.ts";
 import { emCheck } from "../../reward/em.ts";
@@ -28,11 +29,9 @@ export const SEARCH_BOILERPLATE =
 
 /** Builds the search recipe's instance. @throws Error naming `env.options.<field>` on a bad option */
 function buildSearch(ctx: RecipeContext): RecipeInstance {
-  const parsed = SearchOptions.safeParse(ctx.options);
-  if (!parsed.success) {
-    throw new Error(parsed.error.issues.map((i) => `env.options.${i.path.join(".")}: ${i.message}`).join("; "));
-  }
-  const world = buildWorld({ ...DEFAULT_WORLD_CONFIG, seed: ctx.seed, ...parsed.data });
+  // The shared parser: unknown options are named with the nearest allowed ones, as every recipe's are.
+  const options = parseEnvOptions(SearchOptions, ctx.options, {});
+  const world = buildWorld({ ...DEFAULT_WORLD_CONFIG, seed: ctx.seed, ...options });
   const worlds = new Map<number, World>([[0, world]]);
   const worldK = (k: number): World => {
     let w = worlds.get(k);

@@ -3,6 +3,7 @@
  * Tinker-shaped `TrainingBackend` interface. Forward+backward and Adam are each one jit-compiled program; batches
  * are padded to bucketed shapes so a run compiles only a handful of programs.
  */
+import { NonFiniteError, firstNonFinite } from "../../core/finite.ts";
 import type { Datum, Metrics } from "../../core/types.ts";
 import type {
   AdamParams,
@@ -73,6 +74,15 @@ export const SAMPLER_ENGINES: readonly SamplerEngine[] = ["jax", "onnx"];
 
 const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo"];
 
+/** Names (`params.<leaf>`, `adam.m.<leaf>`, `adam.v.<leaf>`) of the leaves holding a NaN/±Inf; reads each to the host. */
+async function nonFiniteLeaves(params: GPTParams, state: AdamState<GPTParams>): Promise<string[]> {
+  const out: string[] = [];
+  for (const [prefix, p] of [["params.", params], ["adam.m.", state.m], ["adam.v.", state.v]] as const) {
+    for (const [name, a] of namedLeaves(p)) if (firstNonFinite(await a.ref.data())) out.push(prefix + name);
+  }
+  return out;
+}
+
 /** The next power of two ≥ n (n ≥ 1). */
 export function nextPow2(n: number): number {
   return 1 << Math.ceil(Math.log2(Math.max(1, n)));
@@ -103,7 +113,7 @@ export class EmbeddedBackend implements TrainingBackend {
   private wpeHost: Float32Array;
   private adam: AdamState<GPTParams>;
   private grads: GPTParams | null = null;
-  private readonly biasCache = new Map<number, Float32Array>();
+  private readonly biasCache = new Map<number, Float32Array<ArrayBuffer>>();
   private readonly logprobProgram: LogprobProgram;
   private readonly sampler: BatchedSampler;
   /** Bumped whenever the weights change (the sampler rebuilds derived copies when it differs). */
@@ -166,13 +176,16 @@ export class EmbeddedBackend implements TrainingBackend {
   /**
    * Forward + backward on a batch; adds the gradients of the aggregated loss to the accumulator.
    * @param datums `[batch]`, each with arrays `[seq-1]`, 1 ≤ seq-1 ≤ contextLength
+   * @param options `requireFinite`: a result whose loss, a metric or a logprob is NaN/±Inf throws `NonFiniteError`
+   *   and adds nothing to the accumulator (a server answering an error must leave no trace); default false: such a
+   *   result is returned and its gradients accumulated, for the caller to discard (`discardGradients`)
    * @returns loss (nats per normalisation unit), metrics (`tokens`, `entropy` nats, `kl`, `ratio_mean`,
    *   `clip_fraction` for ppo / gspo / cispo, `clip_fraction_lower` with dual clip) and the pre-update logprobs
    *   `[batch][seq-1]` (nats)
    * @throws Error on an empty batch, a malformed datum, missing sampler logprobs/advantages for RL losses,
-   *   `normalization: "constant"` without `constantLength`, or `clipRatioC` ≤ 1
+   *   `normalization: "constant"` without `constantLength`, or `clipRatioC` ≤ 1; NonFiniteError (see `options`)
    */
-  async forwardBackward(datums: Datum[], lossFn: LossFnName, config: LossConfig = {}): Promise<ForwardBackwardResult> {
+  async forwardBackward(datums: Datum[], lossFn: LossFnName, config: LossConfig = {}, options: { requireFinite?: boolean } = {}): Promise<ForwardBackwardResult> {
     this.checkAlive();
     if (!LOSS_FNS.includes(lossFn)) throw new Error(`unknown loss function "${lossFn}" (expected ${LOSS_FNS.join(", ")})`);
     this.validate(datums);
@@ -213,21 +226,26 @@ export class EmbeddedBackend implements TrainingBackend {
     let loss = 0;
     const D = this.config.dModel;
     const dWte = new Float32Array(this.config.vocabSize * D); // embedding-lookup part of ∂L/∂wte
-    for (const chunk of this.chunks(datums)) {
-      const { x0, ids, inputs } = this.packInputs(datums, chunk, hp);
-      const [[surrogate, aux], [grads, gX0]] = program(tree.ref(this.params), x0, this.bias(chunk.T), inputs);
-      surrogate.dispose();
-      this.grads = this.grads === null ? grads : addTrees(this.grads, grads);
-      scatterAddRows(dWte, D, ids, await gX0.data());
-      loss += (await aux.loss.data())[0];
-      const s = await aux.stats.data();
-      for (let i = 0; i < STAT_COUNT; i++) stats[i] += s[i];
-      this.unpackLogprobs(await aux.lp.data(), datums, chunk, logprobs);
+    // This call's gradients are summed apart and added to the accumulator at the end, so a refused call adds nothing.
+    let batch: GPTParams | null = null;
+    try {
+      for (const chunk of this.chunks(datums)) {
+        const { x0, ids, inputs } = this.packInputs(datums, chunk, hp);
+        const [[surrogate, aux], [grads, gX0]] = program(tree.ref(this.params), x0, this.bias(chunk.T), inputs);
+        surrogate.dispose();
+        batch = batch === null ? grads : addTrees(batch, grads);
+        scatterAddRows(dWte, D, ids, await gX0.data());
+        loss += (await aux.loss.data())[0];
+        const s = await aux.stats.data();
+        for (let i = 0; i < STAT_COUNT; i++) stats[i] += s[i];
+        this.unpackLogprobs(await aux.lp.data(), datums, chunk, logprobs);
+      }
+    } catch (e) {
+      if (batch) tree.dispose(batch);
+      throw e;
     }
-    const acc = this.grads!;
+    const acc = batch!;
     acc.wte = acc.wte.add(np.array(dWte, { shape: [this.config.vocabSize, D] }));
-    // Keep the accumulator materialised so queued work does not pile up across calls.
-    await blockUntilReady(acc);
     const w = stats[STAT.tokens];
     const mean = (x: number): number => (w > 0 ? x / w : 0);
     const metrics: Metrics = {
@@ -238,6 +256,14 @@ export class EmbeddedBackend implements TrainingBackend {
     if (hasQ) metrics.ratio_mean = mean(stats[STAT.ratio]);
     if (lossFn === "ppo" || lossFn === "cispo" || lossFn === "gspo") metrics.clip_fraction = mean(stats[STAT.clipped]);
     if (dualClip) metrics.clip_fraction_lower = mean(stats[STAT.clippedLower]);
+    const bad = options.requireFinite ? firstNonFinite({ loss, metrics, logprobs }) : undefined;
+    if (bad) {
+      tree.dispose(acc);
+      throw new NonFiniteError([bad.path], `forward_backward: ${bad.path} is ${bad.value} (not finite); its gradients were not accumulated`);
+    }
+    this.grads = this.grads === null ? acc : addTrees(this.grads, acc);
+    // Keep the accumulator materialised so queued work does not pile up across calls.
+    await blockUntilReady(this.grads);
     return { loss, metrics, logprobs };
   }
 
@@ -288,13 +314,15 @@ export class EmbeddedBackend implements TrainingBackend {
 
   /**
    * Applies the accumulated gradients with AdamW and clears them.
-   * When the gradient norm is NaN or ±Inf the update is refused: weights and Adam state stay as they were, the
-   * gradients are dropped, and the result carries `skipped: 1` (a NaN would otherwise poison every weight and both
-   * Adam moments for good).
+   * When the gradient norm is NaN or ±Inf, or the update would leave a NaN/±Inf in the weights or either Adam
+   * moment, the update is refused: weights and Adam state stay as they were, the gradients are dropped, and the
+   * result carries `skipped: 1` (a NaN would otherwise poison every weight and both Adam moments for good).
+   * @param options `requireFinite`: a refused update throws `NonFiniteError` naming what went non-finite (the
+   *   gradients, or tensors like `params.blocks.0.w1` / `adam.v.wte`) instead of returning `skipped: 1`
    * @returns `{ grad_norm }` (global L2 norm before clipping), `step` (and `skipped: 1` when refused)
-   * @throws Error when no gradients were accumulated, or on invalid hyper-parameters
+   * @throws Error when no gradients were accumulated, or on invalid hyper-parameters; NonFiniteError (see `options`)
    */
-  async optimStep(adam: AdamParams): Promise<Metrics> {
+  async optimStep(adam: AdamParams, options: { requireFinite?: boolean } = {}): Promise<Metrics> {
     this.checkAlive();
     if (this.grads === null) throw new Error("optimStep: no accumulated gradients (call forwardBackward first)");
     const grads = this.grads;
@@ -302,10 +330,15 @@ export class EmbeddedBackend implements TrainingBackend {
     // The update consumes its inputs; extra references keep the old state alive until the norm is known to be finite.
     const old = { params: this.params, m: this.adam.m, v: this.adam.v };
     const r = await adamStep(tree.ref(old.params), grads, { step: this.adam.step, m: tree.ref(old.m), v: tree.ref(old.v) }, adam);
-    if (!Number.isFinite(r.gradNorm)) {
+    if (!Number.isFinite(r.gradNorm) || r.nonFinite > 0) {
+      const what = !Number.isFinite(r.gradNorm) ? [`the accumulated gradients (grad norm ${r.gradNorm})`] : options.requireFinite ? await nonFiniteLeaves(r.params, r.state) : [];
       tree.dispose(r.params);
       tree.dispose(r.state.m);
       tree.dispose(r.state.v);
+      if (options.requireFinite) {
+        const named = what.length > 4 ? [...what.slice(0, 4), `${what.length - 4} more`] : what;
+        throw new NonFiniteError(what, `optim_step: the update would make ${named.join(", ")} non-finite (NaN/Inf); refused — weights and Adam state unchanged, the accumulated gradients dropped`);
+      }
       return { grad_norm: r.gradNorm, step: this.adam.step, skipped: 1 };
     }
     tree.dispose(old.params);
@@ -364,11 +397,16 @@ export class EmbeddedBackend implements TrainingBackend {
    * Replaces weights and Adam state with those saved under `dir`; clears pending gradients. `optimizer: false`
    * loads the weights only and restarts Adam (zero moments, step 0).
    * @throws Error naming the file when a file is missing or fails its checksum, or when the saved model shape
-   *   differs from this backend's
+   *   differs from this backend's; NonFiniteError naming the tensor when one holds NaN/±Inf (nothing is loaded)
    */
   async load(dir: string, options: { optimizer?: boolean } = {}): Promise<void> {
     this.checkAlive();
     const { meta, tensors } = await loadCheckpoint(dir);
+    // A NaN/Inf weight or moment would poison every later step: refuse the file, keep the current state.
+    for (const [name, t] of tensors) {
+      const bad = firstNonFinite(t, name);
+      if (bad) throw new NonFiniteError([name], `checkpoint ${dir}: ${bad.path} is ${bad.value} (not finite); not loaded`);
+    }
     const saved = meta.config as Partial<GPTConfig> | undefined;
     for (const k of Object.keys(this.config) as (keyof GPTConfig)[]) {
       if (saved?.[k] !== this.config[k]) {

@@ -150,7 +150,8 @@ export function paramsFromData(config: GPTConfig, data: Map<string, Float32Array
     const n = shape.reduce((a, b) => a * b, 1);
     if (!d) throw new Error(`missing parameter ${name}`);
     if (d.length !== n) throw new Error(`parameter ${name}: expected ${n} values [${shape}], got ${d.length}`);
-    return np.array(d, { shape });
+    // jax-js takes views of a plain ArrayBuffer; a view of shared memory (a worker's buffer) is copied.
+    return np.array(d.buffer instanceof ArrayBuffer ? (d as Float32Array<ArrayBuffer>) : new Float32Array(d), { shape });
   };
   const shapes = new Map(paramShapes(c));
   const blocks: BlockParams[] = [];
@@ -271,7 +272,7 @@ function maskedSoftmax(s: Arr, bias: Arr): Arr {
 }
 
 /** Additive causal mask `[T, T]` (row = query, column = key): 0 on and below the diagonal, `MASKED` above. */
-export function causalBias(T: number): Float32Array {
+export function causalBias(T: number): Float32Array<ArrayBuffer> {
   const b = new Float32Array(T * T);
   for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) b[i * T + j] = MASKED;
   return b;
@@ -319,7 +320,7 @@ export function embedRows(
   ids: ArrayLike<number>,
   addTable?: Float32Array,
   addIds?: ArrayLike<number>,
-): Float32Array {
+): Float32Array<ArrayBuffer> {
   const out = new Float32Array(ids.length * D);
   for (let i = 0; i < ids.length; i++) {
     const src = ids[i] * D;

@@ -33,8 +33,11 @@ export function adamInit<P extends JsTree<Arr>>(params: P): AdamState<P> {
 /** Hyper-parameter vector layout fed to the jit (an array, so changing lr does not recompile). */
 const HP = { lr: 0, b1: 1, b2: 2, eps: 3, wd: 4, bc1: 5, bc2: 6, clip: 7 } as const;
 
-/** The traced update: (params, grads, m, v, hp[8]) → [params, m, v, gradNorm]. Consumes all inputs. */
-function adamUpdateTraced(params: Arr[], grads: Arr[], m: Arr[], v: Arr[], hp: Arr): [Arr[], Arr[], Arr[], Arr] {
+/**
+ * The traced update: (params, grads, m, v, hp[8]) → [params, m, v, gradNorm, nonFinite], where nonFinite counts the
+ * new leaves (params, m and v) holding a NaN or ±Inf. Consumes all inputs.
+ */
+function adamUpdateTraced(params: Arr[], grads: Arr[], m: Arr[], v: Arr[], hp: Arr): [Arr[], Arr[], Arr[], Arr, Arr] {
   const h = (i: number): Arr => hp.ref.slice(i);
   let sq: Arr | null = null;
   for (const g of grads) {
@@ -72,28 +75,36 @@ function adamUpdateTraced(params: Arr[], grads: Arr[], m: Arr[], v: Arr[], hp: A
     outV.push(vi);
   });
   for (const a of [scale, lr, b1, b2, eps, wd, bc1, bc2]) a.dispose();
-  return [outP, outM, outV, gnorm];
+  // One flag per new leaf, summed on the device: the caller refuses an update that is not finite everywhere.
+  let nonFinite: Arr = np.zeros([]);
+  for (const x of [...outP, ...outM, ...outV]) nonFinite = nonFinite.add(np.where(np.isfinite(x.ref).all(), 0, 1));
+  return [outP, outM, outV, gnorm, nonFinite];
 }
 
 const adamJit = jit(adamUpdateTraced);
 
 /**
  * One AdamW update of a parameter pytree. Consumes `params`, `grads` and `state.m/v`; returns the new params and
- * state (step + 1) and the global gradient norm before clipping.
- * @throws Error when a hyper-parameter is out of range (lr < 0, betas outside [0, 1), eps ≤ 0)
+ * state (step + 1), the global gradient norm before clipping, and `nonFinite`: how many of the new leaves (params,
+ * m, v) hold a NaN or ±Inf (the caller must refuse such an update: it would poison the model for good).
+ * @throws Error when a hyper-parameter is out of range or not finite (lr < 0, betas outside [0, 1), eps ≤ 0,
+ *   weight decay < 0, grad clip < 0)
  */
 export async function adamStep<P extends JsTree<Arr>>(
   params: P,
   grads: P,
   state: AdamState<P>,
   adam: AdamParams,
-): Promise<{ params: P; state: AdamState<P>; gradNorm: number }> {
+): Promise<{ params: P; state: AdamState<P>; gradNorm: number; nonFinite: number }> {
   const a = { ...ADAM_DEFAULTS, ...stripUndefined(adam), learningRate: adam.learningRate };
   if (!(a.learningRate >= 0)) throw new Error(`Adam: learningRate must be ≥ 0, got ${a.learningRate}`);
   if (!(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1)) {
     throw new Error(`Adam: betas must be in [0, 1), got ${a.beta1}, ${a.beta2}`);
   }
-  if (!(a.eps > 0)) throw new Error(`Adam: eps must be > 0, got ${a.eps}`);
+  if (!(a.eps > 0) || !Number.isFinite(a.eps)) throw new Error(`Adam: eps must be a finite number > 0, got ${a.eps}`);
+  if (!Number.isFinite(a.learningRate)) throw new Error(`Adam: learningRate must be finite, got ${a.learningRate}`);
+  if (!(a.weightDecay >= 0) || !Number.isFinite(a.weightDecay)) throw new Error(`Adam: weightDecay must be a finite number ≥ 0, got ${a.weightDecay}`);
+  if (!(a.gradClip >= 0) || !Number.isFinite(a.gradClip)) throw new Error(`Adam: gradClip must be a finite number ≥ 0 (0 = off), got ${a.gradClip}`);
   const t = state.step + 1;
   const hp = new Float32Array(8);
   hp[HP.lr] = a.learningRate;
@@ -108,12 +119,14 @@ export async function adamStep<P extends JsTree<Arr>>(
   const [gLeaves] = tree.flatten(grads);
   const [mLeaves] = tree.flatten(state.m);
   const [vLeaves] = tree.flatten(state.v);
-  const [np_, nm, nv, gnorm] = adamJit(pLeaves, gLeaves, mLeaves, vLeaves, np.array(hp));
+  const [np_, nm, nv, gnorm, bad] = adamJit(pLeaves, gLeaves, mLeaves, vLeaves, np.array(hp));
   const gradNorm = (await gnorm.data())[0];
+  const nonFinite = (await bad.data())[0];
   return {
     params: tree.unflatten(def, np_) as P,
     state: { step: t, m: tree.unflatten(def, nm) as P, v: tree.unflatten(def, nv) as P },
     gradNorm,
+    nonFinite,
   };
 }
 

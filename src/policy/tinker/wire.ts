@@ -14,13 +14,51 @@ import { z } from "zod";
 import type { Datum } from "../../core/types.ts";
 import type { LossConfig, LossFnName } from "../types.ts";
 
-/** `TensorData`: a flattened tensor. `data` `[n]`, `dtype` `int64` (token ids) or `float32`. */
-export const TensorData = z.object({
-  data: z.array(z.number()),
-  dtype: z.enum(["int64", "float32"]).optional(),
-  shape: z.array(z.number().int().nonnegative()).nullish(),
-});
-export type TensorData = z.infer<typeof TensorData>;
+/** Largest finite float32 (a larger `float32` value would be Infinity once the server stores it). */
+const FLOAT32_MAX = 3.4028234663852886e38;
+
+/**
+ * `TensorData` (SDK `types/tensor_data.py`): a flattened dense tensor. `data` `[n]`; `dtype` `int64` (token ids:
+ * safe integers) or `float32` (finite, |x| ≤ 3.4e38); `shape`, when given, must hold exactly n values (the SDK
+ * reshapes `data` to it: `np.asarray(data).reshape(shape)` fails otherwise). CSR-sparse tensors
+ * (`sparse_crow_indices` / `sparse_col_indices`) are refused: this server reads dense data only.
+ */
+export interface TensorData {
+  data: number[];
+  dtype?: "int64" | "float32";
+  shape?: number[] | null;
+}
+export const TensorData = z
+  .object({
+    // Elements are checked below, once: a per-element schema would answer one message per bad value.
+    data: z.array(z.unknown()),
+    dtype: z.enum(["int64", "float32"]).optional(),
+    shape: z.array(z.number().int().nonnegative()).nullish(),
+    sparse_crow_indices: z.unknown().optional(),
+    sparse_col_indices: z.unknown().optional(),
+  })
+  .superRefine((t, ctx) => {
+    const notNumber = t.data.findIndex((x) => typeof x !== "number" || !Number.isFinite(x));
+    if (notNumber >= 0) {
+      const x = t.data[notNumber];
+      ctx.addIssue({ code: "custom", path: ["data", notNumber], message: `expected a finite number, got ${typeof x === "number" ? String(x) : JSON.stringify(x) ?? typeof x}` });
+      return;
+    }
+    const data = t.data as number[];
+    for (const k of ["sparse_crow_indices", "sparse_col_indices"] as const) {
+      if (t[k] != null) ctx.addIssue({ code: "custom", path: [k], message: "sparse (CSR) tensors are not supported by this server: send dense data" });
+    }
+    if (t.shape != null) {
+      const size = t.shape.reduce((a, b) => a * b, 1);
+      if (size !== data.length) ctx.addIssue({ code: "custom", path: ["shape"], message: `shape [${t.shape.join(", ")}] holds ${size} values, data has ${data.length}` });
+    }
+    const bad = t.dtype === "int64" ? data.findIndex((x) => !Number.isSafeInteger(x)) : data.findIndex((x) => Math.abs(x) > FLOAT32_MAX);
+    if (bad >= 0) {
+      const want = t.dtype === "int64" ? "an integer (dtype int64)" : `a float32 value (|x| ≤ ${FLOAT32_MAX})`;
+      ctx.addIssue({ code: "custom", path: ["data", bad], message: `${data[bad]} is not ${want}` });
+    }
+  })
+  .transform((t): TensorData => ({ data: t.data as number[], dtype: t.dtype, shape: t.shape }));
 
 /** One chunk of a `ModelInput`; only token chunks (`encoded_text`) are supported here (no images). */
 export const ModelInputChunk = z.object({
@@ -68,15 +106,49 @@ export const ForwardBackwardRequest = z
   })
   .transform((r) => ({ model_id: r.model_id, seq_id: r.seq_id ?? null, forward_only: r.forward_only ?? false, forward_backward_input: (r.forward_backward_input ?? r.forward_input)! }));
 
-/** Tinker's `AdamParams` (+ `weight_decay`, `grad_clip_norm` as newer SDKs send them). */
-export const AdamParamsWire = z.object({
-  learning_rate: z.number().min(0).default(1e-4),
-  beta1: z.number().min(0).lt(1).default(0.9),
-  beta2: z.number().min(0).lt(1).default(0.95),
-  eps: z.number().gt(0).default(1e-12),
-  weight_decay: z.number().min(0).default(0),
-  grad_clip_norm: z.number().min(0).default(0),
-});
+/** A value as a message shows it: numbers as JavaScript prints them (`1e+30`, `Infinity`), the rest as JSON. */
+const shown = (x: unknown): string => (typeof x === "number" ? String(x) : (JSON.stringify(x) ?? typeof x));
+
+/** A number field within `range` (`ok`), with `dflt` when absent; every refusal names the range and the value. */
+function bounded(dflt: number, ok: (x: number) => boolean, range: string, hint = "") {
+  const error = (iss: { input: unknown }): string => `expected a finite number in ${range}, got ${shown(iss.input)}${hint}`;
+  return z.number({ error }).refine(ok, { error }).default(dflt);
+}
+
+/**
+ * Tinker's `AdamParams` (SDK `src/tinker/types/optim_step_request.py` @ d595dc2: six plain floats, defaults lr 1e-4,
+ * β 0.9 / 0.95, eps 1e-12, weight_decay 0, grad_clip_norm 0 = off; StrictBase, so no other field). The SDK sets no
+ * bounds; these are the ones a real trainer enforces (PyTorch `torch/optim/adam.py` @ dc80ccd: 0 ≤ lr, 0 ≤ eps,
+ * 0 ≤ β < 1, 0 ≤ weight_decay), made finite and tight enough that one update cannot wreck a model:
+ * - `learning_rate` [0, 1] (LoRA RL uses ~1e-5…1e-4; above 1 is a typo);
+ * - `beta1`, `beta2` [0, 1) and below 1 once rounded to float32 (the update runs in float32: 1 − β must not be 0);
+ * - `eps` [1e-30, 1] (smaller rounds towards 0 in float32, where a zero moment gives 0/0 = NaN);
+ * - `weight_decay` ≥ 0 with learning_rate × weight_decay ≤ 1 (decoupled decay multiplies the weights by 1 − lr·wd
+ *   each step: above 1 it flips their sign and grows them without bound);
+ * - `grad_clip_norm` ≥ 0, finite.
+ * Unknown fields are refused (a misspelt `betas` would otherwise silently train with the defaults).
+ */
+export const AdamParamsWire = z
+  .strictObject({
+    learning_rate: bounded(1e-4, (x) => x >= 0 && x <= 1, "[0, 1]", " (LoRA RL uses ~1e-5…1e-4)"),
+    beta1: bounded(0.9, (x) => x >= 0 && Math.fround(x) < 1, "[0, 1) (at most 0.99999994: the update runs in float32)"),
+    beta2: bounded(0.95, (x) => x >= 0 && Math.fround(x) < 1, "[0, 1) (at most 0.99999994: the update runs in float32)"),
+    eps: bounded(1e-12, (x) => x >= 1e-30 && x <= 1, "[1e-30, 1]"),
+    weight_decay: bounded(0, (x) => x >= 0, "[0, 1/learning_rate]"),
+    grad_clip_norm: bounded(0, (x) => x >= 0, "[0, ∞) (0 = no clipping)"),
+  }, {
+    error: (iss) => (iss.code === "unrecognized_keys" ? `unknown field(s) ${iss.keys.join(", ")} (AdamParams has learning_rate, beta1, beta2, eps, weight_decay, grad_clip_norm)` : undefined),
+  })
+  .superRefine((a, ctx) => {
+    const decay = a.learning_rate * a.weight_decay;
+    if (decay > 1) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["weight_decay"],
+        message: `learning_rate × weight_decay is ${shown(decay)}, expected at most 1 (decoupled decay multiplies the weights by 1 − lr·wd each step: weight_decay ≤ ${shown(1 / a.learning_rate)} at learning_rate ${shown(a.learning_rate)})`,
+      });
+    }
+  });
 export type AdamParamsWire = z.infer<typeof AdamParamsWire>;
 
 /** `POST /api/v1/optim_step` body. */

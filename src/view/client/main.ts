@@ -271,10 +271,21 @@ function curvesAside(): TemplateResult {
     </div>`;
 }
 
-/** Lines the viewer skipped because they are not JSON, per file of each selected source (nothing when none). */
+/**
+ * Lines the viewer skipped (not JSON, or over its size limits) and lines it kept only in part (past its limits on
+ * metric keys, lines, …), per file of each selected source (nothing when none).
+ */
 function damagedNote(ids: readonly string[]): TemplateResult | typeof nothing {
-  const items = ids.flatMap((id) => Object.entries(source(id)?.damagedLines ?? {}).map(([f, n]) => `${source(id)?.label ?? id}/${f}: ${n}`));
-  return items.length === 0 ? nothing : html`<p class="warn" data-damaged>skipped lines that are not JSON (a damaged or hand-edited file): ${items.join("; ")}</p>`;
+  const list = (pick: (s: SourceInfo) => Record<string, number> | undefined): string[] =>
+    ids.flatMap((id) => {
+      const s = source(id);
+      return Object.entries((s !== undefined ? pick(s) : undefined) ?? {}).map(([f, n]) => `${s?.label ?? id}/${f}: ${n}`);
+    });
+  const damaged = list((s) => s.damagedLines);
+  const cut = list((s) => s.cutLines);
+  return html`${damaged.length === 0 ? nothing : html`<p class="warn" data-damaged>skipped lines that are not JSON or over the viewer's size limit (a damaged or hand-edited file): ${damaged.join("; ")}</p>`}${
+    cut.length === 0 ? nothing : html`<p class="warn" data-cut>lines kept only in part (past the viewer's limits on metric keys or lines): ${cut.join("; ")}</p>`
+  }`;
 }
 
 function curvesContent(): TemplateResult {
@@ -551,7 +562,8 @@ async function trajectoriesView(): Promise<[TemplateResult, TemplateResult]> {
       ${episodes.some((e) => e.advantageSource === "recomputed") ? html` · * advantage recomputed from the group's rewards (hover for why)` : nothing}
       ${episodes.some((e) => e.advantageSource === "file") ? html` · advantages from the trainer` : nothing}</p>
     ${payload?.note ? html`<p class="muted" data-note>${payload.note}</p>` : nothing}
-    ${payload?.damagedLines ? html`<p class="warn" data-damaged>${payload.damagedLines} line(s) of this file are not JSON (a damaged or hand-edited file): skipped</p>` : nothing}
+    ${payload?.damagedLines ? html`<p class="warn" data-damaged>${payload.damagedLines} line(s) of this file are not JSON or over the viewer's size limit (a damaged or hand-edited file): skipped</p>` : nothing}
+    ${payload?.unreadBytes ? html`<p class="warn" data-unread>the last ${(payload.unreadBytes / 2 ** 20).toFixed(1)} MiB of this file are past the viewer's size limit: not read</p>` : nothing}
     <div class="traj"><div>
     <table class="episodes">
       <thead><tr>${isEval ? nothing : html`<th class="num">group</th><th class="num">member</th>`}<th>outcome</th><th class="num">reward</th>${isEval ? nothing : html`<th class="num">advantage</th>`}<th class="num">calls</th><th class="num">turns</th><th>kind</th><th>question</th><th>answer</th></tr></thead>

@@ -1,0 +1,43 @@
+/**
+ * The embedded backend's memory estimate as the console says it, in one place: `--dry-run`'s `memory:` line and the
+ * warning a run (or lab) logs at start name the same figure — what a long run can grow jax-js's wasm heap to
+ * (`wasm.peak` of `estimateEmbeddedMemory`), with the first step's need beside it — so the dry run never reports a
+ * smaller number than the run then warns with.
+ */
+import { WASM_HEAP_LIMIT_BYTES, type EmbeddedMemoryEstimate } from "./config.ts";
+
+/** Bytes as the estimate is shown: whole MiB below 1 GiB, GiB with one decimal from there (`657 MiB`, `4.5 GiB`). */
+export function heapSize(bytes: number): string {
+  return bytes < 2 ** 30 ? `${Math.ceil(bytes / 2 ** 20)} MiB` : `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+}
+
+/**
+ * The estimate's own words, shared by {@link memoryLine} and {@link memoryWarning}: `≈ <peak> (one set of buffers
+ * per micro-batch length and row count; the first step needs ≈ <total>)`.
+ */
+export function memoryEstimateText(mem: EmbeddedMemoryEstimate): string {
+  return `≈ ${heapSize(mem.wasm.peak)} (one set of buffers per micro-batch length and row count; the first step needs ≈ ${heapSize(mem.wasm.total)})`;
+}
+
+/**
+ * `--dry-run`'s memory line: `memory: a long run can grow the embedded backend's wasm heap to ≈ … of its 4 GiB
+ * limit (<n> parameters, a <N>-token training micro-batch at length <T>), ≈ <host> outside it`.
+ */
+export function memoryLine(mem: EmbeddedMemoryEstimate): string {
+  return (
+    `memory: a long run can grow the embedded backend's wasm heap to ${memoryEstimateText(mem)} of its ${WASM_HEAP_LIMIT_BYTES / 2 ** 30} GiB limit ` +
+    `(${mem.params} parameters, a ${mem.trainTokens}-token training micro-batch at length ${mem.trainSeq}), ≈ ${heapSize(mem.host)} outside it`
+  );
+}
+
+/**
+ * A warning when a long run can grow the embedded backend's heap past its 4 GiB limit (`wasm.peak`: one set of
+ * buffers per micro-batch shape), or undefined; its figure is {@link memoryLine}'s.
+ */
+export function memoryWarning(mem: EmbeddedMemoryEstimate | undefined): string | undefined {
+  if (mem === undefined || mem.wasm.peak <= WASM_HEAP_LIMIT_BYTES) return undefined;
+  return (
+    `memory: a long run can grow the embedded backend's wasm heap to ${memoryEstimateText(mem)}, more than its 4 GiB; ` +
+    `if it stops with "Allocation exceeds the 4 GiB memory32 limit", lower policy.contextLength or policy.dModel`
+  );
+}
