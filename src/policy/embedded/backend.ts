@@ -226,26 +226,30 @@ export class EmbeddedBackend implements TrainingBackend {
     let loss = 0;
     const D = this.config.dModel;
     const dWte = new Float32Array(this.config.vocabSize * D); // embedding-lookup part of ∂L/∂wte
-    // This call's gradients are summed apart and added to the accumulator at the end, so a refused call adds nothing.
-    let batch: GPTParams | null = null;
+    // The sums keep the order runs have always had — ((accumulator + chunk 1) + chunk 2 …) + embedding rows — so a
+    // run's metrics stay byte-identical (a separate per-call sum changed float rounding wherever two calls share an
+    // update, as RL + PTX replay do). `before` is an extra reference to the accumulator as it was: a call that throws,
+    // or is refused below, puts it back, so it adds nothing.
+    const before = this.grads === null ? null : (tree.ref(this.grads) as GPTParams);
+    let acc: GPTParams | null = this.grads;
     try {
       for (const chunk of this.chunks(datums)) {
         const { x0, ids, inputs } = this.packInputs(datums, chunk, hp);
         const [[surrogate, aux], [grads, gX0]] = program(tree.ref(this.params), x0, this.bias(chunk.T), inputs);
         surrogate.dispose();
-        batch = batch === null ? grads : addTrees(batch, grads);
+        acc = acc === null ? grads : addTrees(acc, grads);
         scatterAddRows(dWte, D, ids, await gX0.data());
         loss += (await aux.loss.data())[0];
         const s = await aux.stats.data();
         for (let i = 0; i < STAT_COUNT; i++) stats[i] += s[i];
         this.unpackLogprobs(await aux.lp.data(), datums, chunk, logprobs);
       }
+      acc!.wte = acc!.wte.add(np.array(dWte, { shape: [this.config.vocabSize, D] }));
     } catch (e) {
-      if (batch) tree.dispose(batch);
+      if (acc) tree.dispose(acc); // the new sums, or (nothing added yet) the second reference to `before`
+      this.grads = before;
       throw e;
     }
-    const acc = batch!;
-    acc.wte = acc.wte.add(np.array(dWte, { shape: [this.config.vocabSize, D] }));
     const w = stats[STAT.tokens];
     const mean = (x: number): number => (w > 0 ? x / w : 0);
     const metrics: Metrics = {
@@ -258,12 +262,14 @@ export class EmbeddedBackend implements TrainingBackend {
     if (dualClip) metrics.clip_fraction_lower = mean(stats[STAT.clippedLower]);
     const bad = options.requireFinite ? firstNonFinite({ loss, metrics, logprobs }) : undefined;
     if (bad) {
-      tree.dispose(acc);
+      tree.dispose(acc!);
+      this.grads = before;
       throw new NonFiniteError([bad.path], `forward_backward: ${bad.path} is ${bad.value} (not finite); its gradients were not accumulated`);
     }
-    this.grads = this.grads === null ? acc : addTrees(this.grads, acc);
+    if (before) tree.dispose(before);
+    this.grads = acc;
     // Keep the accumulator materialised so queued work does not pile up across calls.
-    await blockUntilReady(this.grads);
+    await blockUntilReady(this.grads!);
     return { loss, metrics, logprobs };
   }
 
