@@ -47,4 +47,12 @@ describe("examples/own-env from the packed package", () => {
     expect(existsSync(join(project.dir, "runs", "smoke-weather", "checkpoints", "final"))).toBe(true);
     expect(readFileSync(join(project.dir, "runs", "smoke-weather", "metrics.jsonl"), "utf8").split("\n").filter(Boolean).length).toBeGreaterThan(0);
   }, 360_000);
+
+  it("rolls the trained checkpoint out on the env file (its recipe registered before the checkpoint's config names it)", async () => {
+    // Issue 29's new-user pass: `arl rollout --env ./weather.ts --checkpoint …` failed with `unknown env "weather"`.
+    const r = await project.exec("npx", ["arl", "rollout", "--env", "./weather.ts", "--checkpoint", "runs/smoke-weather/checkpoints/final", "-n", "1"], { timeoutMs: 120_000 });
+    expect(r.stdout).toContain("which is warmer today");
+    expect(r.stdout).toContain("grade:");
+    expect(r.stdout).not.toContain("searches 0");
+  }, 180_000);
 });

@@ -15,9 +15,13 @@ import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/con
 import { dryRun } from "../src/train/experiment.ts";
 import { consoleReporter } from "../src/cli/format.ts";
 import { ProgressLines } from "../src/cli/progress.ts";
-import { resumeCommand, stopMessage } from "../src/cli/interrupt.ts";
+import { arlLauncher, resumeCommand, stopMessage } from "../src/cli/interrupt.ts";
 import { formatTrajectory } from "../src/rollout/format.ts";
 import type { Trajectory } from "../src/core/types.ts";
+
+// Commands below are printed as a plain shell runs arl; under `npx vitest` npm sets npm_command=exec, which would make
+// them `npx arl …` (arlLauncher; spawned CLIs inherit this environment).
+delete process.env.npm_command;
 
 const repo = resolve(import.meta.dirname, "..");
 const arl = (...args: string[]) => {
@@ -149,6 +153,9 @@ describe("Ctrl-C during arl train", () => {
     expect(stopMessage("SIGTERM", "lab", [run.path], ["lab"])).toContain("rerun it with --overwrite");
     expect(stopMessage("SIGINT", "train", [], ["train"])).toContain("before its run folder was opened");
     expect(resumeCommand(["train", "--resume"])).toBe("arl train --resume");
+    // Under npx (a consumer project, where `arl` is not on PATH) the command to paste starts with npx.
+    expect(arlLauncher({ npm_command: "exec" })).toBe("npx arl");
+    expect(resumeCommand(["train", "--env", "./weather.ts"], arlLauncher({ npm_command: "exec" }))).toBe("npx arl train --env ./weather.ts --resume");
     expect(() => new RunDir(root, "r", { overwrite: false, resumable: true })).toThrow(`already holds a run that stopped after its checkpoint ${run.checkpoint("step-10")}; continue it with --resume`);
     let labRefusal = ""; // a lab's RunDir (no `resumable`: arl lab has no --resume to offer)
     try {

@@ -51,7 +51,8 @@ export const weatherRecipe: EnvRecipe<Pair> = {
       const t = temps(ctx.seed * 31 + k);
       return toolEnv<Pair>({
         protocol, instructions: INSTRUCTIONS, maxTurns: ctx.maxTurns, call: ctx.call, faults: ctx.faults, tools: [weatherTool(t)],
-        grade: ({ task, answer }) => { const right = answer?.includes(warmer(t, task.data!)) ? 1 : 0; return { score: right, parts: { right } }; },
+        // The whole answer must be the city: `includes` paid an answer listing every city, and RL learned to (issue 29).
+        grade: ({ task, answer }) => { const right = answer?.trim().toLowerCase() === warmer(t, task.data!) ? 1 : 0; return { score: right, parts: { right } }; },
       });
     };
     // Every text the policy can see or write, for the embedded word tokenizer's vocabulary; the fixed system prompt

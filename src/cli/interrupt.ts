@@ -12,10 +12,18 @@ import { heldRunFolders } from "../train/runDir.ts";
 import { lastWholeCheckpoint } from "../train/runFolder.ts";
 
 /** The command line with `--overwrite` dropped and `--resume` added (arguments with spaces or quotes single-quoted). */
-export function resumeCommand(args: readonly string[]): string {
+export function resumeCommand(args: readonly string[], launcher: string = arlLauncher()): string {
   const kept = args.filter((a) => a !== "--overwrite");
   if (!kept.includes("--resume")) kept.push("--resume");
-  return ["arl", ...kept.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`))].join(" ");
+  return [launcher, ...kept.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`))].join(" ");
+}
+
+/**
+ * How the user started arl, for a command they can paste: `npx arl` under npx (npm sets `npm_command=exec`; in a
+ * consumer project `arl` is not on PATH), else `arl`.
+ */
+export function arlLauncher(env: NodeJS.ProcessEnv = process.env): string {
+  return env.npm_command === "exec" ? "npx arl" : "arl";
 }
 
 /**

@@ -452,7 +452,8 @@ program
   .option("--corpus <file>", "wiki-18 JSONL passages (with --data)")
   .option("--env <name>", `env recipe (default search, or the checkpoint's run's env): ${ENV_ARG_HELP}`)
   .action(async (opts: { checkpoint?: string; persona?: string; n: string; split: string; temperature: string; data?: string; corpus?: string; env?: string }) => {
-    const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : loadConfig(undefined, false, overrides, await envArg(opts.env));
+    const envName = await envArg(opts.env); // registers a file's recipe before a checkpoint's config names it
+    const config = opts.checkpoint ? configForCheckpoint(opts.checkpoint) : loadConfig(undefined, false, overrides, envName);
     const n = positiveInt("-n", opts.n);
     const temperature = Number(opts.temperature);
     if (!(temperature >= 0)) throw new ConfigError([`--temperature: expected a number ≥ 0, got ${JSON.stringify(opts.temperature)}`]);
