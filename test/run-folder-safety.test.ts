@@ -5,7 +5,7 @@
  * `arl rollout` on a tool env shows its tool calls, not `searches 0`.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -72,7 +72,7 @@ describe("arl train deletes only what it wrote", () => {
     }
   });
 
-  it("a folder written before the marker: --resume adopts it, --overwrite deletes only the known run files, plain is refused", () => {
+  it("a folder written before the marker: --resume adopts it, --overwrite and plain are refused (nothing deleted)", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-safety-"));
     const legacy = (name: string): string => {
       const dir = join(root, name);
@@ -91,10 +91,53 @@ describe("arl train deletes only what it wrote", () => {
     new RunDir(root, "a", { overwrite: false, resume: true, ...quiet });
     expect(JSON.parse(readFileSync(join(a, RUN_MARKER), "utf8")).entries).toEqual(["checkpoints", "config.yaml", "metrics.jsonl"]);
     expect(existsSync(join(a, "metrics.jsonl"))).toBe(true);
+    // --overwrite deletes nothing in an unmarked folder: config.yaml beside checkpoints/ is what any training tool
+    // writes (the outside probe's user folder lost its model.pt this way).
     const b = legacy("b");
-    new RunDir(root, "b", { overwrite: true, ...quiet });
-    expect(readdirSync(b).sort()).toEqual([".arl-run", ".lock", "checkpoints", "notes.md", "samples"]);
-    expect(readdirSync(join(b, "checkpoints"))).toEqual([]);
+    writeFileSync(join(b, "checkpoints", "model.pt"), "weights");
+    expect(() => new RunDir(root, "b", { overwrite: true, ...quiet })).toThrow(`has no ${RUN_MARKER} marker`);
+    expect(readdirSync(b).sort()).toEqual(["checkpoints", "config.yaml", "metrics.jsonl", "notes.md"]);
+    expect(readFileSync(join(b, "checkpoints", "model.pt"), "utf8")).toBe("weights");
+  });
+
+  it("clearing a run's folders removes only what arl wrote in them: a user's file in designs/<d>/ or checkpoints/ stays", () => {
+    // Issue 29's outside probe: `arl lab --overwrite` removed designs/composite/notes.md with the design's folder, and
+    // reuse / --resume removed a user's file under checkpoints/.
+    const root = mkdtempSync(join(tmpdir(), "arl-safety-"));
+    const run = new RunDir(root, "lab", { overwrite: false, ...quiet });
+    const design = join(run.path, "designs", "composite");
+    mkdirSync(join(design, "checkpoints", "final"), { recursive: true });
+    writeFileSync(join(run.path, "designs", ".keep-me"), "x");
+    for (const f of ["config.yaml", "metrics.jsonl", "summary.json", ".arl-run", "notes.md"]) writeFileSync(join(design, f), f === "notes.md" ? "mine" : "{}");
+    for (const f of ["tensors.bin", "policy-manifest.json", "tensors.bin.tmp-12", "model.pt"]) writeFileSync(join(design, "checkpoints", "final", f), "x");
+    mkdirSync(join(run.path, "checkpoints", "step-3"), { recursive: true });
+    writeFileSync(join(run.path, "checkpoints", "step-3", "gpt.json"), "{}");
+    run.writeConfig({ run: {} });
+    new RunDir(root, "lab", { overwrite: true, ...quiet });
+    expect(readFileSync(join(design, "notes.md"), "utf8")).toBe("mine");
+    expect(readdirSync(design).sort()).toEqual(["checkpoints", "notes.md"]);
+    expect(readdirSync(join(design, "checkpoints", "final"))).toEqual(["model.pt"]);
+    expect(readFileSync(join(run.path, "designs", ".keep-me"), "utf8")).toBe("x");
+    expect(existsSync(join(run.path, "checkpoints", "step-3"))).toBe(false); // all arl's: removed with its folder
+    expect(existsSync(join(run.path, "config.yaml"))).toBe(false);
+  });
+
+  it("a garbled marker proves nothing, and a stale .lock that is a link is never written through", () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-safety-"));
+    const g = join(root, "g");
+    mkdirSync(join(g, "samples"), { recursive: true });
+    writeFileSync(join(g, RUN_MARKER), "garbage{{{");
+    writeFileSync(join(g, "report.html"), "mine");
+    writeFileSync(join(g, "samples", "mydata.csv"), "mine");
+    expect(inspectRunFolder(g).kind).toBe("foreign");
+    expect(() => new RunDir(root, "g", { overwrite: true, ...quiet })).toThrow("is not a run folder");
+    expect(readFileSync(join(g, "samples", "mydata.csv"), "utf8")).toBe("mine");
+    const precious = join(root, "p.txt");
+    writeFileSync(precious, "PRECIOUS");
+    mkdirSync(join(root, "l"));
+    symlinkSync(precious, join(root, "l", ".lock"));
+    expect(() => new RunDir(root, "l", { overwrite: false, ...quiet })).toThrow("is not a plain file");
+    expect(readFileSync(precious, "utf8")).toBe("PRECIOUS");
   });
 
   it("system folders are refused as run folders, by --dry-run as well (`--run.dir / --run.name tmp`)", async () => {

@@ -24,7 +24,7 @@ describe("run folder lock", () => {
     try {
       // A run folder another process is writing (its marker, config.yaml and .lock), as a second `arl train` would find it.
       mkdirSync(join(root, "a"), { recursive: true });
-      writeFileSync(join(root, "a", RUN_MARKER), "{}");
+      writeFileSync(join(root, "a", RUN_MARKER), JSON.stringify({ entries: ["config.yaml"] }));
       writeFileSync(join(root, "a", "config.yaml"), "run: {}\n");
       writeFileSync(join(root, "a", ".lock"), String(live.pid));
       expect(() => new RunDir(root, "a", { overwrite: false, resume: true })).toThrow(`run folder ${join(root, "a")} is in use by process ${live.pid}`);

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { createApp, listen, type RunningServer, type ServeOptions } from "../src/serve/http.ts";
+import { jsonTextTooDeepPath, tooDeepPath } from "../src/serve/limits.ts";
 import { createMcpApp, searchEnvTools } from "../src/serve/mcp.ts";
 import { createOpenAIApp } from "../src/serve/openai.ts";
 import { createRetrievalApp } from "../src/serve/retrieval.ts";
@@ -205,5 +206,62 @@ describe("inputs a new user tried (each a 4xx with a reason, never a 500 or a br
     const out = mkdtempSync(join(tmpdir(), "arl-verl-inj-"));
     await expect(exportVerl({ outDir: out, config, rewardUrl: 'http://h:1/"$(echo PWNED >&2)"' })).rejects.toThrow(/plain URL characters/);
     await expect(exportVerl({ outDir: out, config, model: 'x"; echo PWNED; #' })).rejects.toThrow(/Hugging Face id/);
+  });
+});
+
+describe("deep and large bodies do not stall a server (issue 29, outside probe)", () => {
+  it("the depth is read off the text: the same path as the parsed value's, strings and escaped keys skipped", () => {
+    const cases: unknown[] = [
+      { a: [1, { "k\"]{": [[["[[[["]]] }] },
+      [0, [1, [2, [3]]], { x: "}]", y: { "\\": [{}] } }],
+      { s: "[[[[[[", t: [[[]]] },
+    ];
+    for (const v of cases) for (const d of [1, 2, 3, 4]) expect(jsonTextTooDeepPath(JSON.stringify(v), d), `${JSON.stringify(v)} ${d}`).toEqual(tooDeepPath(v, d));
+    expect(jsonTextTooDeepPath(`{"a": ${"[".repeat(70)}${"]".repeat(70)}}`, 64)).toEqual(["a", ...Array(63).fill(0)]);
+  });
+
+  it("answers bodies nested millions deep with 400 while /healthz keeps answering (reward, default body limit)", async () => {
+    const srv = await listen(createRewardApp({ apiKey: KEY, reward: { weights: REWARD_PRESETS.default.weights } }));
+    try {
+      const deep = `${"[".repeat(3_000_000)}${"]".repeat(3_000_000)}`; // 6 MB; V8's JSON.parse takes ~3 s on it
+      const order: string[] = [];
+      const bodies = Array.from({ length: 4 }, () =>
+        fetch(`${srv.url}/reward`, { method: "POST", headers: auth, body: deep }).then(async (r) => {
+          order.push("deep");
+          return { status: r.status, error: ((await r.json()) as { error: string }).error };
+        }),
+      );
+      await new Promise((r) => setTimeout(r, 50));
+      const sent = Date.now();
+      const health = await fetch(`${srv.url}/healthz`);
+      const waited = Date.now() - sent;
+      order.push("healthz");
+      expect(health.status).toBe(200);
+      for (const r of await Promise.all(bodies)) {
+        expect(r.status).toBe(400);
+        expect(r.error).toMatch(/^(\[0\]){8}…: JSON nested deeper than 64 levels/);
+      }
+      // Before the fix JSON.parse held the event loop ~3 s per body (~12 s for four); a stall of seconds fails this.
+      expect(waited, order.join(",")).toBeLessThan(2500);
+    } finally {
+      await srv.close();
+    }
+  }, 30_000);
+
+  it("servers with small requests take 1 MiB by default (retrieval, mcp: 413 above it, 8 MiB reward takes it)", async () => {
+    const big = JSON.stringify({ queries: ["x"], pad: "y".repeat(1024 * 1024) });
+    const apps: Array<[FastifyInstance, string, number]> = [
+      [createRetrievalApp(index, { apiKey: KEY }), "/retrieve", 413],
+      [createMcpApp(searchEnvTools(index), { apiKey: KEY }), "/mcp", 413],
+      [createRewardApp({ apiKey: KEY, reward: { weights: REWARD_PRESETS.default.weights } }), "/reward", 400],
+    ];
+    for (const [app, route, status] of apps) {
+      const srv = await listen(app);
+      try {
+        expect((await fetch(srv.url + route, { method: "POST", headers: auth, body: big })).status, route).toBe(status);
+      } finally {
+        await srv.close();
+      }
+    }
   });
 });

@@ -4,6 +4,7 @@
  * limits are dropped and counted, answers keep a bounded size, a run's appended lines are parsed once, a rewritten
  * file is read again from its start. Files are generated here; the folders start as copies of test/fixtures/view.
  */
+import { execFileSync } from "node:child_process";
 import { appendFileSync, cpSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -291,6 +292,33 @@ describe("arl view's reads are bounded", () => {
     // a .lock that is not a pid is not a live run
     writeFileSync(join(dir, ".lock"), `${process.ppid}${" ".repeat(100)}`);
     expect(r.info().live).toBe(false);
+  });
+
+  it("a FIFO in place of a run file or the .lock, and JSON nested two million deep, are refused without blocking or a 500", async () => {
+    // Issue 29's outside probe: a FIFO put where metrics.jsonl was hung every request (a plain open waits for a
+    // writer); a summary.json of '{"a":' × 2 M answered 500 "Maximum call stack size exceeded".
+    const dir = copyOf("smoke-a");
+    renameSync(join(dir, "metrics.jsonl"), join(dir, "metrics.moved"));
+    execFileSync("mkfifo", [join(dir, "metrics.jsonl")]);
+    rmSync(join(dir, ".lock"), { force: true });
+    execFileSync("mkfifo", [join(dir, ".lock")]);
+    const deep = 2_000_000;
+    writeFileSync(join(dir, "summary.json"), `${'{"a":'.repeat(deep)}1${"}".repeat(deep)}`);
+    appendFileSync(join(dir, "detectors.jsonl"), `${"[".repeat(300_000)}${"]".repeat(300_000)}\n`);
+    const app = createViewApp(new ViewCatalog([dir]));
+    try {
+      const index = await app.inject({ method: "GET", url: "/api/index" });
+      expect(index.statusCode).toBe(200);
+      const id = (index.json() as { sources: { id: string }[] }).sources[0].id;
+      const metrics = await app.inject({ method: "GET", url: `/api/metrics?id=${encodeURIComponent(id)}` });
+      expect(metrics.statusCode).toBe(200);
+      expect((metrics.json() as { summary: unknown }).summary).toBeNull();
+      const again = await app.inject({ method: "GET", url: "/api/index" });
+      expect(again.statusCode).toBe(200);
+      expect((again.json() as { sources: { live?: boolean }[] }).sources[0].live ?? false).toBe(false);
+    } finally {
+      await app.close();
+    }
   });
 
   it("an --agent run's rollouts.jsonl is read incrementally: a new evaluation stage appears, texts are cut", () => {

@@ -543,14 +543,24 @@ registerServe(program, () => overrides);
 registerExport(program, () => overrides);
 registerView(program);
 
+/**
+ * Exits with `code` once stdout and stderr have taken everything written to them. `process.exit` drops what a pipe has
+ * not accepted yet: `arl train --print-config | wc -c` stopped at 65 536 bytes (issue 29's outside probe). A write's
+ * callback runs after every earlier write on that stream has been handed to the OS.
+ */
+async function exitAfterFlush(code: number): Promise<never> {
+  await Promise.all([process.stdout, process.stderr].map((s) => new Promise<void>((done) => (s.writable ? s.write("", () => done()) : done()))));
+  process.exit(code);
+}
+
 try {
   const parsed = extractOverrides(process.argv.slice(2));
   overrides = parsed.overrides;
   await program.parseAsync(parsed.rest, { from: "user" });
   // jax-js's worker threads (src/policy/embedded/threads.ts) can keep the event loop alive after the work is done.
-  process.exit(0);
+  await exitAfterFlush(0);
 } catch (e) {
-  if (e instanceof CommanderError) process.exit(e.exitCode);
+  if (e instanceof CommanderError) await exitAfterFlush(e.exitCode);
   console.error(e instanceof ConfigError ? e.message : `error: ${(e as Error).message}`);
-  process.exit(e instanceof ConfigError ? 2 : 1);
+  await exitAfterFlush(e instanceof ConfigError ? 2 : 1);
 }

@@ -230,7 +230,8 @@ function opt(name: string, v: number | undefined, def: number, ok: (x: number) =
  * (invalid_output), `tool <name>: output of <n> bytes exceeds the hard limit of <max> bytes (maxResultBytes)` and
  * `tool <name>: output of <n> chars exceeds the cap of <cap> chars` (oversize), `tool <name>: episode deadline
  * reached` (deadline), `tool <name>: <option> must be …` (config). After retries the text ends with ` (after <n>
- * attempts)`. A string value comes back as an own copy of the tool's string (same characters).
+ * attempts)`. The value comes back as an own copy (see `checkOutput`): a string with the same characters, an object
+ * or array rebuilt from its JSON (equal as plain data; what JSON drops is not kept).
  */
 export async function callTool<S extends z.ZodType, R>(
   t: Tool<S, R>,
@@ -330,10 +331,12 @@ async function attemptOnce<S extends z.ZodType, R>(
       const value = await t.execute(input, ctx);
       const schema = t.outputSchema;
       const validate = schema && ((v: unknown) => { const r = schema.safeParse(v); return r.success ? null : formatIssues(r.error.issues); });
-      const bad = checkOutput(t.name, value, cap, maxBytes, validate);
+      const checked = checkOutput(t.name, value, cap, maxBytes, validate);
+      const bad = checked.problem;
       if (bad) return { ok: false, ...bad, error: ownCopy(truncateChars(bad.error, cap)), attempts: attempt + 1 };
-      // A string is kept (observation, turn record) as an own copy: a tool's `page.slice(0, 5000)` keeps all of page.
-      return { ok: true, value: (typeof value === "string" ? ownCopy(value) : value) as R };
+      // Kept (observation, turn record, graders, personas) as an own copy: a tool's `page.slice(0, 5000)`, or an
+      // object holding one, would keep all of page alive.
+      return { ok: true, value: checked.value as R };
     } catch (e) {
       const msg = thrownText(e, cap);
       const r: ToolResult<R> & { retryable?: true } = { ok: false, error: ownCopy(truncateChars(`tool ${t.name}: ${msg}`, cap)), kind: "error", attempts: attempt + 1 };

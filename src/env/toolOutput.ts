@@ -1,9 +1,12 @@
 /**
  * What `callTool` (src/env/tool.ts) does with what a tool gives back — its value, or what it threw — before the value
  * reaches an observation: the size limits (a soft cap in characters, a hard limit in bytes), the JSON and binary
- * checks, the cut with its marker, and the text of a thrown value. Everything kept is an own copy (`ownCopy`), so a
- * cut result never keeps the tool's whole output alive (issue 29: 40 capped 100 000-character results of 50 MB
- * strings held 1.86 GB, and a 50 MB result per call ended runs with "JavaScript heap out of memory").
+ * checks, the cut with its marker, and the text of a thrown value. Everything kept is an own copy (`ownCopy`, or a
+ * value rebuilt from its bounded JSON), so a kept result never keeps the tool's whole output alive (issue 29: 40
+ * capped 100 000-character results of 50 MB strings held 1.86 GB, and a 50 MB result per call ended runs with
+ * "JavaScript heap out of memory"; then an object holding a 40-character slice of a 50 MB string, or a hidden
+ * non-enumerable 50 MB property, kept 50 MB per call, and a 200 MB Float64Array or 100 MB Buffer was expanded into
+ * gigabytes before being refused).
  */
 import { types } from "node:util";
 import type { ToolErrorKind } from "../core/types.ts";
@@ -55,6 +58,62 @@ function utf8Bytes(s: string, limit: number): number {
   return s.length * 3 <= limit ? s.length : Buffer.byteLength(s, "utf8");
 }
 
+/**
+ * Whether the JSON text of `value` surely has more than `maxBytes` bytes, judged from a lower bound of its size
+ * without calling any `toJSON` and without expanding a typed array: a typed array counts ≥ 5 characters per element
+ * (`"i":x,`), a Buffer ≥ 2 (`x,` in its `toJSON`'s `data`), a string its length plus quotes, an object entry its key
+ * plus `"":` (entries JSON omits — undefined, functions, symbols — count nothing), anything else 1. Objects with their
+ * own `toJSON` and boxed primitives are not looked into (their JSON is what `toJSON` / the primitive makes). Iterative
+ * (no stack limit); each object is visited once (a cycle is left to `JSON.stringify` to report); stops as soon as the
+ * bound passes `maxBytes`, so a 200 MB typed array or a 2-million-key object is refused after reading its length or
+ * key list, never serialised (JSON.stringify of a 200 MB Float64Array took 12.6 GB of RSS).
+ * @returns false too when reading the value throws (a getter, a proxy): `JSON.stringify` then reports it
+ */
+function surelyOverLimit(value: unknown, maxBytes: number): boolean {
+  let size = 0;
+  const seen = new Set<object>();
+  const stack: unknown[] = [value];
+  // The size of a value that is not looked into: a string's characters (UTF-16 length ≤ UTF-8 bytes) plus quotes.
+  const leaf = (v: unknown) => (typeof v === "string" ? v.length + 2 : 1);
+  try {
+    while (stack.length > 0) {
+      const v = stack.pop();
+      if (v === null || typeof v !== "object") {
+        size += leaf(v);
+      } else if (seen.has(v)) {
+        continue;
+      } else {
+        seen.add(v);
+        const toJSON = (v as { toJSON?: unknown }).toJSON;
+        if (types.isTypedArray(v)) size += (toJSON === Buffer.prototype.toJSON ? 2 : typeof toJSON === "function" ? 0 : 5) * v.length + 1;
+        else if (typeof toJSON === "function" || types.isBoxedPrimitive(v)) size += 1;
+        else if (Array.isArray(v)) {
+          size += 1 + v.length; // brackets and commas; each element adds at least one character more
+          for (let i = 0; i < v.length && size <= maxBytes; i++) {
+            const x: unknown = v[i];
+            if (x !== null && typeof x === "object") stack.push(x);
+            else size += leaf(x);
+          }
+        } else {
+          size += 2;
+          for (const key of Object.keys(v)) {
+            if (size > maxBytes) break;
+            const x: unknown = (v as Record<string, unknown>)[key];
+            if (x === undefined || typeof x === "function" || typeof x === "symbol") continue;
+            size += key.length + 3;
+            if (typeof x === "object" && x !== null) stack.push(x);
+            else size += leaf(x);
+          }
+        }
+      }
+      if (size > maxBytes) return true;
+    }
+  } catch {
+    return false;
+  }
+  return false;
+}
+
 /** Thrown by the serialiser's replacer to stop at the hard limit. */
 const OVER_LIMIT = Symbol("over the hard limit");
 
@@ -69,6 +128,7 @@ function boundedJson(value: unknown, maxBytes: number): { text: string | undefin
   // quotes, one character for any other value (UTF-16 length ≤ UTF-8 bytes; escapes and separators only add).
   let size = 0;
   let text: string | undefined;
+  if (surelyOverLimit(value, maxBytes)) return OVER_LIMIT;
   try {
     text = JSON.stringify(value, function (this: unknown, key: string, v: unknown) {
       if (key !== "" && !Array.isArray(this)) size += key.length + 3;
@@ -91,9 +151,14 @@ function boundedJson(value: unknown, maxBytes: number): { text: string | undefin
  * (`cap`, characters of the string or its JSON), not binary (a NUL or an unpaired surrogate), and satisfying
  * `validate` (the tool's output schema, as `field: message` text or null). Strings over the soft cap are not scanned.
  * @param name the tool's name, for the error texts
- * @returns null when the value is fine, else the problem: `invalid_output` (`tool <name>: invalid output: …`) or
- *   `oversize` (`tool <name>: output of <n> bytes exceeds the hard limit of <max> bytes (maxResultBytes)`, no head;
- *   `tool <name>: output of <n> chars exceeds the cap of <cap> chars`, with the head cut to the cap as `partial`)
+ * @returns `{ value }` — what is kept of a fine value — else `{ problem }`: `invalid_output` (`tool <name>: invalid
+ *   output: …`) or `oversize` (`tool <name>: output of <n> bytes exceeds the hard limit of <max> bytes
+ *   (maxResultBytes)`, no head; `tool <name>: output of <n> chars exceeds the cap of <cap> chars`, with the head cut
+ *   to the cap as `partial`). The kept value shares nothing with the tool's: a string as an own copy
+ *   (`ownCopy`), a number, boolean or null as it is, and an object or array rebuilt from its JSON text (`JSON.parse`,
+ *   at most `maxBytes` bytes) — plain data compares equal, while what JSON leaves out (non-enumerable or undefined
+ *   properties, a class's prototype, a Date object: its string) is not kept, nor is any larger string that a kept
+ *   slice of it would hold alive.
  */
 export function checkOutput(
   name: string,
@@ -101,7 +166,22 @@ export function checkOutput(
   cap: number,
   maxBytes: number,
   validate?: (value: unknown) => string | null,
-): OutputProblem | null {
+): { problem: OutputProblem } | { problem?: undefined; value: unknown } {
+  const problem = outputProblem(name, value, cap, maxBytes, validate);
+  if (typeof problem !== "string" && problem !== null) return { problem };
+  if (typeof value === "string") return { value: ownCopy(value) };
+  // A primitive has nothing to hold alive (and keeps e.g. NaN as it is); an object is kept as its JSON's copy.
+  return { value: problem === null ? value : JSON.parse(problem) };
+}
+
+/** `checkOutput`'s check: the problem, or null (a primitive or string is fine), or the JSON text of a fine object. */
+function outputProblem(
+  name: string,
+  value: unknown,
+  cap: number,
+  maxBytes: number,
+  validate?: (value: unknown) => string | null,
+): OutputProblem | string | null {
   const kind = "invalid_output" as const;
   if (value === undefined || typeof value === "function" || typeof value === "symbol") {
     return { kind, error: `tool ${name}: invalid output: not JSON-serialisable (${typeof value})` };
@@ -137,7 +217,7 @@ export function checkOutput(
   if (binary) return { kind, error: `tool ${name}: invalid output: binary data (a NUL or unpaired surrogate)` };
   const issues = validate?.(value) ?? null;
   if (issues !== null) return { kind, error: `tool ${name}: invalid output: ${truncateChars(issues, 500)}` };
-  return null;
+  return value !== null && typeof value === "object" ? text : null;
 }
 
 /**

@@ -8,7 +8,7 @@ import { createServer, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
-import { DEFAULT_BODY_LIMIT, MAX_JSON_DEPTH, capMessage, listProblems, pathName, sameSecret, tooDeepPath } from "./limits.ts";
+import { DEFAULT_BODY_LIMIT, MAX_JSON_DEPTH, capMessage, jsonTextTooDeepPath, listProblems, pathName, sameSecret, tooDeepPath } from "./limits.ts";
 
 export { DEFAULT_BODY_LIMIT } from "./limits.ts";
 
@@ -20,7 +20,7 @@ export interface ServeOptions {
   port?: number;
   /** When set, every request must carry `Authorization: Bearer <apiKey>` (or Tinker's `X-API-Key: <apiKey>`). */
   apiKey?: string;
-  /** Largest accepted request body (bytes; default 16 MiB). */
+  /** Largest accepted request body (bytes; default 16 MiB; `serve reward` 8 MiB, `serve retrieval` / `serve mcp` 1 MiB). */
   bodyLimit?: number;
   /**
    * Most time to receive a whole request, headers and body (ms; default 30 000): a client that sends slowly
@@ -85,11 +85,14 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
 /** The body of an error answered outside a route (`createApp`'s `errorBody`): `{error: message}` unless a server says otherwise. */
 export type ErrorBody = (status: number, message: string) => unknown;
 
+/** Longest path parameter (characters) any server takes: a rollout id's 256 with room for percent-encoding. */
+export const MAX_PATH_PARAM = 1024;
+
 /**
  * A fastify instance with the shared behaviour: bearer-token check (except `GET …/healthz`; constant-time), `{error}`
  * bodies with messages of at most `MAX_ERROR_MESSAGE_CHARS`, JSON parse errors and oversized bodies as 400/413, bodies
  * nested deeper than `MAX_JSON_DEPTH` as 400 (`NestingError`, before any route code), unknown routes as 404; errors before routing (a path parameter
- * over fastify's 100 characters: 414, a malformed URL: 400) and on the connection (a request not received within
+ * over `MAX_PATH_PARAM` characters: 414, a malformed URL: 400) and on the connection (a request not received within
  * `requestTimeoutMs`: 408, a malformed request: 400) answered with `errorBody` too, never fastify's own shapes.
  * @param errorBody the body of an error sent on the raw connection (fastify's hooks do not run there); default
  *   `{error: message}` (the gateway gives OpenAI's error object)
@@ -99,11 +102,14 @@ export function createApp(options: ServeOptions = {}, errorBody: ErrorBody = (_s
   const app = Fastify({
     logger: false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    // Path parameters up to MAX_PATH_PARAM characters: the gateway's rollout ids may be 256 (ROLLOUT_ID_RULE), and
+    // fastify's default of 100 refused ids the header accepts (issue 29's outside probe).
+    maxParamLength: MAX_PATH_PARAM,
     // Before routing (no route, so no route's hooks): the body is `errorBody`'s.
     frameworkErrors: (err, _req, reply) => {
       const e = err as Error & { statusCode?: number; code?: string };
       const status = e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500 ? e.statusCode : 400;
-      const message = e.code === "FST_ERR_MAX_PARAM_LENGTH" ? "a path parameter (e.g. a rollout id) is longer than 100 characters" : capMessage(e.message, 300);
+      const message = e.code === "FST_ERR_MAX_PARAM_LENGTH" ? `a path parameter (e.g. a rollout id) is longer than ${MAX_PATH_PARAM} characters` : capMessage(e.message, 300);
       void (reply as FastifyReply).code(status).send(errorBody(status, message));
     },
     // On the connection, before a request exists (no reply, no hooks): written to the socket, then closed.
@@ -160,8 +166,19 @@ export function createApp(options: ServeOptions = {}, errorBody: ErrorBody = (_s
       if (!sameSecret(given, key)) await reply.code(401).send({ error: "missing or wrong API key (Authorization: Bearer <key>)" });
     });
   }
+  // JSON bodies: the depth is read off the text before JSON.parse (jsonTextTooDeepPath, linear and cheap), since V8
+  // spends seconds building a body of millions of `[` and the event loop (`/healthz`, other requests) waits meanwhile
+  // (issue 29); then fastify's own parser (secure-json-parse: `__proto__` keys refused).
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    const path = jsonTextTooDeepPath(body as string, MAX_JSON_DEPTH);
+    if (path !== undefined) done(new NestingError(path), undefined);
+    else parseJson(req, body as string, done);
+  });
   // Before any route code: JSON.stringify, template printers and schema walkers recurse, and overflow the stack on
-  // bodies nested ~10⁴ deep (a 500); a depth limit makes that a 400 naming the field.
+  // bodies nested ~10⁴ deep (a 500); a depth limit makes that a 400 naming the field. (A JSON body is checked as text
+  // above; this catches any other parser's.)
   app.addHook("preValidation", async (req) => {
     if (req.body !== null && typeof req.body === "object") checkJsonDepth(req.body);
   });

@@ -64,6 +64,70 @@ export function tooDeepPath(value: unknown, maxDepth: number): Array<string | nu
   return undefined;
 }
 
+/**
+ * `tooDeepPath` read off JSON text, before it is parsed: the path to the first `[` or `{` that opens level
+ * `maxDepth` + 1, or undefined when none does (or the text is not JSON enough to tell; `JSON.parse` then refuses it).
+ * One linear pass over the characters keeping one frame per open level (at most `maxDepth`), so a body of a million
+ * `[` is refused in milliseconds, where V8's `JSON.parse` spends seconds building it and blocks the event loop.
+ * @param text a request body (JSON text)
+ * @param maxDepth most levels allowed (the top-level container is level 1)
+ * @returns keys and indices as `tooDeepPath` gives them for the parsed value (`maxDepth` entries)
+ */
+export function jsonTextTooDeepPath(text: string, maxDepth: number): Array<string | number> | undefined {
+  // Per open level: an array (index of the current element) or an object (where its current key's text lies).
+  const isArray: boolean[] = [];
+  const index: number[] = [];
+  const keyStart: number[] = [];
+  const keyEnd: number[] = [];
+  const wantKey: boolean[] = [];
+  let top = -1;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // a string: skip to its closing quote (a backslash escapes the next character)
+      const start = i;
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+      if (top >= 0 && !isArray[top] && wantKey[top]) {
+        keyStart[top] = start;
+        keyEnd[top] = i + 1;
+        wantKey[top] = false;
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (top + 1 >= maxDepth) {
+        const path: Array<string | number> = [];
+        for (let d = 0; d <= top; d++) path.push(isArray[d] ? index[d] : keyText(text, keyStart[d], keyEnd[d]));
+        return path;
+      }
+      top++;
+      isArray[top] = c === 0x5b;
+      index[top] = 0;
+      keyStart[top] = keyEnd[top] = 0;
+      wantKey[top] = true;
+    } else if (c === 0x5d || c === 0x7d) {
+      if (top >= 0) top--;
+    } else if (c === 0x2c && top >= 0) {
+      if (isArray[top]) index[top]++;
+      else wantKey[top] = true;
+    }
+  }
+  return undefined;
+}
+
+/** The key whose quoted JSON text is `text[start, end)`, unescaped (as written when it is not valid JSON). */
+function keyText(text: string, start: number, end: number): string {
+  const quoted = text.slice(start, end);
+  try {
+    const key: unknown = JSON.parse(quoted);
+    return typeof key === "string" ? key : quoted;
+  } catch {
+    return quoted;
+  }
+}
+
 /** A path as a field name: `["tools", 0, "function"]` → `tools[0].function`; `[]` → null. */
 export function pathName(path: readonly PropertyKey[]): string | null {
   let out = "";
@@ -92,6 +156,11 @@ export function quoteShort(value: string, max = 80): string {
   return `${JSON.stringify(value.slice(0, max)).slice(0, -1)}…" (${value.length} characters)`;
 }
 
+/** A client's key or path step for an error message: as given when at most `max` characters (default 80), else cut with `…`. */
+export function cutKey(key: string, max = 80): string {
+  return key.length <= max ? key : `${key.slice(0, max)}…`;
+}
+
 /**
  * Whether a presented secret equals the expected one, in time independent of where they differ and of their
  * lengths: both are hashed (SHA-256) and the digests compared with `crypto.timingSafeEqual` (node:crypto), so a
@@ -115,8 +184,21 @@ export function sameSecret(given: string | string[] | undefined, expected: strin
  */
 export const DEFAULT_MAX_BYTES_PER_TOKEN = 32;
 
-/** Default largest request body (bytes): 16 MiB. */
+/** Default largest request body (bytes): 16 MiB (the trainer's token batches; other servers take less). */
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+
+/**
+ * Default largest body (bytes) of a server whose requests are small: 1 MiB (`serve retrieval`: at most 65 536 query
+ * characters per request, ≤ 6 bytes each in JSON; `serve mcp`: one tool call). Parsing costs ~25 ms per MiB on the
+ * event loop, so a smaller limit bounds how long one hostile body delays the others (`--max-body` raises it).
+ */
+export const SMALL_BODY_LIMIT = 1024 * 1024;
+
+/**
+ * `serve reward`'s default largest body (bytes): 8 MiB — one transcript of `MAX_SOLUTION_CHARS` (1 M characters,
+ * ≤ 3 UTF-8 bytes each, plus escapes) or a batch of a few hundred ordinary ones (`--max-body` raises it).
+ */
+export const REWARD_BODY_LIMIT = 8 * 1024 * 1024;
 
 /**
  * A model server's default body limit for its context (bytes): 8 × `contextLength` × `maxBytesPerToken` — room for

@@ -28,6 +28,7 @@ import { formatPassages, informationObservation } from "../env/searchR1.ts";
 import { callTool, tool, type Tool } from "../env/tool.ts";
 import type { Retriever } from "../envs/search/env.ts";
 import { createApp, type ServeOptions } from "./http.ts";
+import { SMALL_BODY_LIMIT } from "./limits.ts";
 
 /** Most passages one MCP search call may ask for. */
 export const MAX_MCP_TOPK = 50;
@@ -151,7 +152,7 @@ export function createMcpApp(tools: readonly Tool[], options: McpAppOptions = {}
   const names = tools.map((t) => t.name);
   const dup = names.find((n, i) => names.indexOf(n) !== i);
   if (dup !== undefined) throw new Error(`mcp: duplicate tool name "${dup}"`);
-  const app = createApp(options);
+  const app = createApp({ ...options, bodyLimit: options.bodyLimit ?? SMALL_BODY_LIMIT });
   app.get("/healthz", async () => ({ status: "ok", tools: names }));
   app.post("/mcp", async (req, reply) => {
     const server = createMcpServer(tools, options);

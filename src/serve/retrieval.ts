@@ -15,6 +15,7 @@ import { z } from "zod";
 import type { Passage } from "../core/types.ts";
 import type { BM25Index } from "../retrieval/bm25.ts";
 import { createApp, parseBody, type ServeOptions } from "./http.ts";
+import { SMALL_BODY_LIMIT } from "./limits.ts";
 
 /** Largest `topk` one request may ask for (a guard against accidental full-corpus dumps). */
 export const MAX_TOPK = 100;
@@ -119,7 +120,7 @@ export function createRetrievalApp(index: BM25Index, options: RetrievalAppOption
   if (!Number.isInteger(defaultTopk) || defaultTopk < 1 || defaultTopk > MAX_TOPK) {
     throw new Error(`retrieval: defaultTopk must be an integer in [1, ${MAX_TOPK}], got ${defaultTopk}`);
   }
-  const app = createApp(options);
+  const app = createApp({ ...options, bodyLimit: options.bodyLimit ?? SMALL_BODY_LIMIT });
   app.get("/healthz", async () => ({ status: "ok", passages: index.size }));
   app.post("/retrieve", async (req) => retrieve(index, parseBody(RetrieveRequest, req.body), defaultTopk));
   return app;

@@ -21,6 +21,7 @@ import type { Passage, RewardBreakdown, Task, Trajectory } from "../core/types.t
 import { computeReward, validateRewardConfig, type RewardConfig } from "../reward/compose.ts";
 import type { Judge } from "../reward/types.ts";
 import { createApp, HttpError, parseBody, type ServeOptions } from "./http.ts";
+import { REWARD_BODY_LIMIT } from "./limits.ts";
 import { trajectoryFromText } from "./solution.ts";
 
 /** Most items in one `POST /reward/batch` request. */
@@ -223,7 +224,7 @@ export class RewardScorer {
  */
 export function createRewardApp(options: RewardAppOptions): FastifyInstance {
   const scorer = new RewardScorer(options.reward, options.passages, options.judge);
-  const app = createApp(options);
+  const app = createApp({ ...options, bodyLimit: options.bodyLimit ?? REWARD_BODY_LIMIT });
   app.get("/healthz", async () => ({ status: "ok", terms: { ...options.reward.weights } }));
   app.post("/reward", async (req) => scorer.score(parseBody(RewardRequest, req.body)));
   app.post("/reward/batch", async (req) => {

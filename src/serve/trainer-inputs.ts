@@ -6,7 +6,9 @@ import type { Datum } from "../core/types.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { modelInputTokens, type ForwardBackwardInput, type TensorData } from "../policy/tinker/wire.ts";
 import type { LossConfig } from "../policy/types.ts";
+import { describeValue } from "../core/values.ts";
 import { HttpError } from "./http.ts";
+import { cutKey } from "./limits.ts";
 
 /**
  * Our datum from a wire datum, checked against the model's vocabulary and context; each tensor must be 1-D `[n]`
@@ -59,12 +61,12 @@ export function lossConfigOf(input: ForwardBackwardInput): LossConfig {
   const num = (k: string, d: number): number => {
     const v = c[k];
     if (v === undefined) return d;
-    if (typeof v !== "number") throw new HttpError(400, `loss_fn_config.${k}: expected a number, got ${JSON.stringify(v)}`);
+    if (typeof v !== "number") throw new HttpError(400, `loss_fn_config.${k}: expected a number, got ${describeValue(v)}`);
     return v;
   };
   for (const k of Object.keys(c)) {
     if (!["clip_low_threshold", "clip_high_threshold"].includes(k)) {
-      throw new HttpError(400, `loss_fn_config.${k}: unknown key (allowed: clip_low_threshold, clip_high_threshold for ppo)`);
+      throw new HttpError(400, `loss_fn_config.${cutKey(k)}: unknown key (allowed: clip_low_threshold, clip_high_threshold for ppo)`);
     }
   }
   const lo = num("clip_low_threshold", 0.8);

@@ -47,6 +47,7 @@ import {
   type WireSampleResponse,
 } from "../policy/tinker/wire.ts";
 import { HttpError, createApp, parseBody, type ServeOptions } from "./http.ts";
+import { quoteShort } from "./limits.ts";
 import { lossConfigOf, toDatum } from "./trainer-inputs.ts";
 import { SeqLedger, installIdempotency } from "./idempotency.ts";
 
@@ -189,7 +190,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
 
   const model = (id: string): ServedModel => {
     const m = models.get(id);
-    if (!m) throw new HttpError(404, `model ${JSON.stringify(id)} not found (create it with POST /api/v1/create_model)`);
+    if (!m) throw new HttpError(404, `model ${quoteShort(id)} not found (create it with POST /api/v1/create_model)`);
     return m;
   };
 
@@ -225,7 +226,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   app.post("/api/v1/session_heartbeat", async (req) => {
     const { session_id } = parseBody(z.object({ session_id: z.string() }).passthrough(), req.body);
     const s = sessions.get(session_id);
-    if (!s) throw new HttpError(404, `session ${JSON.stringify(session_id)} not found`);
+    if (!s) throw new HttpError(404, `session ${quoteShort(session_id)} not found`);
     s.heartbeats++;
     return { type: "session_heartbeat" };
   });
@@ -256,10 +257,10 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       }).passthrough(),
       req.body,
     );
-    if (body.session_id != null && !sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
+    if (body.session_id != null && !sessions.has(body.session_id)) throw new HttpError(404, `session ${quoteShort(body.session_id)} not found`);
     // Checked before a repeat is answered: a request that is invalid now is refused, whatever came before it.
     const base = bases.get(body.base_model);
-    if (!base) throw new HttpError(400, `base_model: unknown ${JSON.stringify(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
+    if (!base) throw new HttpError(400, `base_model: unknown ${quoteShort(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
     const seqKey = body.session_id != null && body.model_seq_id != null ? `model:${body.session_id}:${body.model_seq_id}` : undefined;
     const asked = `create_model of base_model ${JSON.stringify(base.name)}, lora rank ${body.lora_config?.rank ?? "none"}`;
     const repeat = seqKey ? bySeq.repeat(seqKey, asked, `model_seq_id ${body.model_seq_id} of session ${body.session_id}`) : undefined;
@@ -404,7 +405,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   const parsePath = (path: string, field: string): { modelId: string; kind: string; name: string } => {
     const m = /^tinker:\/\/([^/]+)\/(?:(weights|sampler_weights)\/)?([^/]+)$/.exec(path);
     if (!m || !ID.test(m[1]) || !ID.test(m[3])) {
-      throw new HttpError(400, `${field}: expected tinker://<model_id>/weights/<name> or tinker://<model_id>/sampler_weights/<name>, got ${JSON.stringify(path)}`);
+      throw new HttpError(400, `${field}: expected tinker://<model_id>/weights/<name> or tinker://<model_id>/sampler_weights/<name>, got ${quoteShort(path)}`);
     }
     return { modelId: m[1], kind: m[2] ?? "sampler_weights", name: m[3] };
   };
@@ -416,7 +417,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     const m = model(body.model_id);
     const p = parsePath(body.path, "path");
     const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
-    if (!existsSync(dir)) throw new HttpError(404, `path: no saved weights at ${body.path}`);
+    if (!existsSync(dir)) throw new HttpError(404, `path: no saved weights at ${quoteShort(body.path)}`);
     return once(m, body.seq_id, "load_weights", { path: body.path, optimizer: body.optimizer }, () => submit(() =>
       train(m, async () => {
         await m.backend.load(dir, { optimizer: body.optimizer });
@@ -432,7 +433,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     const p = parsePath(body.tinker_path, "tinker_path");
     const m = models.get(p.modelId);
     const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
-    if (!existsSync(dir)) throw new HttpError(404, `tinker_path: no saved weights at ${body.tinker_path}`);
+    if (!existsSync(dir)) throw new HttpError(404, `tinker_path: no saved weights at ${quoteShort(body.tinker_path)}`);
     if (!m) throw new HttpError(404, `tinker_path: model ${p.modelId} is not loaded on this server (its base model is unknown after a restart; load it into a new model with create_model + load_weights)`);
     // Every model here is a full fine-tune; the SDK builds a LoraConfig from lora_rank, so the rank it asked for is kept.
     return { base_model: m.base.name, is_lora: true, lora_rank: m.loraRank ?? 1, train_unembed: true, train_mlp: true, train_attn: true };
@@ -441,7 +442,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   app.get("/api/v1/samplers/:id", async (req) => {
     const { id } = req.params as { id: string };
     const sess = samplingSessions.get(id);
-    if (!sess) throw new HttpError(404, `sampler ${JSON.stringify(id)} not found`);
+    if (!sess) throw new HttpError(404, `sampler ${quoteShort(id)} not found`);
     const base = sess.baseModel ?? models.get(parsePath(sess.modelPath!, "model_path").modelId)?.base.name;
     return { sampler_id: id, base_model: base ?? null, model_path: sess.modelPath ?? null };
   });
@@ -452,12 +453,12 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
       z.object({ session_id: z.string(), sampling_session_seq_id: z.number().int().default(0), base_model: z.string().nullish(), model_path: z.string().nullish() }).passthrough(),
       req.body,
     );
-    if (!sessions.has(body.session_id)) throw new HttpError(404, `session ${JSON.stringify(body.session_id)} not found`);
+    if (!sessions.has(body.session_id)) throw new HttpError(404, `session ${quoteShort(body.session_id)} not found`);
     if (body.base_model == null && body.model_path == null) throw new HttpError(400, "give base_model or model_path");
     // model_path wins when both are given (the SDK: base_model "is inferred from model_path, if provided"). Checked
     // here, before a repeat is answered, so a session on nothing is never opened.
     if (body.model_path != null) model(parsePath(body.model_path, "model_path").modelId);
-    else if (!bases.has(body.base_model!)) throw new HttpError(400, `base_model: unknown ${JSON.stringify(body.base_model)} (this server has: ${[...bases.keys()].join(", ")})`);
+    else if (!bases.has(body.base_model!)) throw new HttpError(400, `base_model: unknown ${quoteShort(body.base_model!)} (this server has: ${[...bases.keys()].join(", ")})`);
     const target = body.model_path != null ? { modelPath: body.model_path } : { baseModel: body.base_model! };
     const seqKey = `sampling:${body.session_id}:${body.sampling_session_seq_id}`;
     const asked = `a sampling session on ${target.modelPath ?? `base_model ${JSON.stringify(target.baseModel)}`}`;
@@ -476,14 +477,14 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   ): Promise<{ client: SamplingClient; base: TrainerBaseModel; live?: ServedModel }> => {
     if (target.baseModel !== undefined) {
       const base = bases.get(target.baseModel);
-      if (!base) throw new HttpError(400, `base_model: unknown ${JSON.stringify(target.baseModel)} (this server has: ${[...bases.keys()].join(", ")})`);
+      if (!base) throw new HttpError(400, `base_model: unknown ${quoteShort(target.baseModel)} (this server has: ${[...bases.keys()].join(", ")})`);
       return { client: await frozenBackend(base, `base:${base.name}`, base.checkpoint), base };
     }
     const p = parsePath(target.modelPath!, "model_path");
     const m = model(p.modelId);
     if (p.kind === "sampler_weights" && m.samplerVersions.get(p.name) === m.version) return { client: m.backend.samplingClient(), base: m.base, live: m };
     const dir = weightsDir(p.modelId, p.kind as "weights", p.name);
-    if (!existsSync(dir)) throw new HttpError(404, `model_path: no saved weights at ${target.modelPath}`);
+    if (!existsSync(dir)) throw new HttpError(404, `model_path: no saved weights at ${quoteShort(target.modelPath!)}`);
     return { client: await frozenBackend(m.base, `${p.kind}:${p.modelId}/${p.name}`, dir), base: m.base };
   };
   const frozenBackend = async (base: TrainerBaseModel, key: string, dir: string | undefined): Promise<SamplingClient> => {
@@ -503,7 +504,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
     let target: { modelPath?: string; baseModel?: string };
     if (body.sampling_session_id) {
       const s = samplingSessions.get(body.sampling_session_id);
-      if (!s) throw new HttpError(404, `sampling session ${JSON.stringify(body.sampling_session_id)} not found`);
+      if (!s) throw new HttpError(404, `sampling session ${quoteShort(body.sampling_session_id)} not found`);
       target = s;
     } else {
       target = { modelPath: body.model_path ?? undefined, baseModel: body.base_model ?? undefined };
@@ -570,7 +571,7 @@ export function trainerApp(options: TrainerServerOptions): FastifyInstance {
   app.post("/api/v1/retrieve_future", async (req, reply) => {
     const { request_id } = parseBody(z.object({ request_id: z.string() }).passthrough(), req.body);
     const f = futures.get(request_id);
-    if (!f) throw new HttpError(404, `future ${JSON.stringify(request_id)} not found`);
+    if (!f) throw new HttpError(404, `future ${quoteShort(request_id)} not found`);
     if (!f.done) {
       await new Promise<void>((res) => {
         const timer = setTimeout(res, longPollMs);

@@ -3,11 +3,11 @@
  * resolved config, `metrics.jsonl` (one line per step, no wall-clock fields, so two runs with the same seed are
  * byte-identical), `timings.jsonl` (wall-clock, ms), `samples/step-<n>.jsonl`, `checkpoints/<name>/` and `summary.json`.
  */
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Metrics, Trajectory } from "../core/types.ts";
-import { RUN_ENTRIES, RUN_MARKER, clearRunEntries, lockHolder, markerEntries, planRunFolder } from "./runFolder.ts";
+import { RUN_ENTRIES, RUN_MARKER, clearRunEntries, lockHolder, markerEntries, planRunFolder, removeOwnTree } from "./runFolder.ts";
 
 export { lockHolder };
 
@@ -175,9 +175,12 @@ export class RunDir {
     return lines.length + (text.endsWith("\n") || text === "" ? 0 : 1) - kept.length;
   }
 
-  /** Removes a file or folder inside the run folder (no error when missing). */
+  /**
+   * Removes a file or folder inside the run folder (no error when missing): a folder loses only what arl wrote in it
+   * (`removeOwnTree`), so a user's file inside `checkpoints/step-3/` survives a resume's clean-up.
+   */
   remove(rel: string): void {
-    rmSync(join(this.path, rel), { recursive: true, force: true });
+    removeOwnTree(join(this.path, rel));
   }
 
   /** Adds `rel`'s top-level entry to the marker before it is first written (so a crash right after still lists it). */
@@ -216,7 +219,12 @@ export function lockRunFolder(path: string): void {
   } catch {
     const pid = lockHolder(path);
     if (pid !== undefined) throw new Error(`run folder ${path} is in use by process ${pid} (another arl train/lab); wait for it or stop it (remove ${lock} only if that process is gone)`);
-    writeFileSync(lock, String(process.pid));
+    // A stale lock is replaced, never written through: a `.lock` that is a link (or not a plain file) would make the
+    // write land on whatever it points at (issue 29's outside probe: a linked user file got our pid).
+    const st = lstatSync(lock, { throwIfNoEntry: false });
+    if (st !== undefined && !st.isFile()) throw new Error(`run folder ${path}: ${lock} is not a plain file (a link or a folder); arl will not write through it — remove it if it is not yours`);
+    rmSync(lock, { force: true });
+    writeFileSync(lock, String(process.pid), { flag: "wx" });
   }
   heldLocks.add(lock);
   if (!releaseHooked) {

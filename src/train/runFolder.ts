@@ -10,7 +10,7 @@
  * - Any other existing, non-empty folder is refused, `--overwrite` included; so are system folders (`/` and the
  *   folders directly under it, the home and temp folders and the folders above them).
  */
-import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, parse, resolve } from "node:path";
 import { ConfigError } from "./config.ts";
@@ -63,8 +63,25 @@ export interface RunFolderInfo {
   foreign: string[];
 }
 
+/**
+ * Whether `<path>/.arl-run` is a marker arl wrote: a plain file (not a link) of at most 64 KiB holding a JSON object
+ * with an `entries` list. A garbled marker proves nothing (the folder is then judged as unmarked).
+ */
+export function hasValidMarker(path: string): boolean {
+  const file = join(path, RUN_MARKER);
+  const st = lstatSync(file, { throwIfNoEntry: false });
+  if (st === undefined || !st.isFile() || st.size > 64 * 1024) return false;
+  try {
+    const value = JSON.parse(readFileSync(file, "utf8")) as { entries?: unknown } | null;
+    return value !== null && typeof value === "object" && Array.isArray(value.entries);
+  } catch {
+    return false;
+  }
+}
+
 /** The entry names a marker lists (empty when it is missing or unreadable: then only `RUN_ENTRIES` count). */
 export function markerEntries(path: string): string[] {
+  if (!hasValidMarker(path)) return [];
   try {
     const value = JSON.parse(readFileSync(join(path, RUN_MARKER), "utf8")) as { entries?: unknown };
     return Array.isArray(value.entries) ? value.entries.filter((e): e is string => typeof e === "string" && e !== "" && !e.includes("/") && !e.includes("\\") && e !== "." && e !== "..") : [];
@@ -105,7 +122,7 @@ export function inspectRunFolder(path: string): RunFolderInfo {
   const lastCheckpoint = lastWholeCheckpoint(path);
   const finished = existsSync(join(path, "summary.json")) || existsSync(join(path, "lab.json"));
   const progress: RunProgress = finished ? "finished" : lastCheckpoint !== undefined ? "checkpointed" : "started";
-  const marked = existsSync(join(path, RUN_MARKER));
+  const marked = hasValidMarker(path);
   const listed = marked ? markerEntries(path) : [];
   const foreign = entries.filter((e) => !isRunEntry(e, listed)).sort();
   if (marked) return { kind: "marked", progress, lastCheckpoint, foreign };
@@ -222,6 +239,14 @@ export function planRunFolder(root: string, name: string, opts: { overwrite?: bo
   }
   if (opts.resume) return { path, action: "resume", info, describe: `${path} (resumed)` };
   const legacy = info.kind === "legacy" ? " (written by an arl before run folders had a marker)" : "";
+  if (opts.overwrite && info.kind === "legacy") {
+    // `config.yaml` beside `checkpoints/` is what any training tool writes: it does not prove arl wrote them, so
+    // nothing there is deleted (issue 29's outside probe: a user's model.pt went with --overwrite). --resume adopts it.
+    throw new ConfigError([
+      `run.name: ${path} has no ${RUN_MARKER} marker (config.yaml and checkpoints/ do not prove arl wrote it), so --overwrite deletes nothing there: ` +
+        `continue an arl run of an earlier version with --resume, or choose another name (${nameFlag}) or another --run.dir`,
+    ]);
+  }
   if (opts.overwrite) return { path, action: "replace", info, describe: `${path} (would be replaced: its run files are deleted${kept})` };
   if (info.kind === "marked" && info.progress === "started") {
     return { path, action: "reuse", info, describe: `${path} (a run that stopped before its first checkpoint: its run files would be cleared and the folder reused${kept})` };
@@ -246,8 +271,33 @@ export function clearRunEntries(path: string): string[] {
   const removed: string[] = [];
   for (const e of readdirSync(path)) {
     if (e === RUN_MARKER || e === ".lock" || !isRunEntry(e, listed)) continue;
-    rmSync(join(path, e), { recursive: true, force: true });
+    const st = lstatSync(join(path, e), { throwIfNoEntry: false });
+    if (st?.isDirectory()) removeOwnTree(join(path, e));
+    else rmSync(join(path, e), { force: true }); // a listed file (or a link: the link, never its target)
     removed.push(e);
   }
   return removed.sort();
+}
+
+/**
+ * The names of the files arl writes below a run folder's top level (checkpoints, samples, a lab's design folders):
+ * JSON, JSON lines, tensors, YAML, HTML reports, ONNX graphs, Parquet exports, chat templates (`.jinja`), the marker and the lock, and their
+ * temp files (`<name>.tmp-<pid>`).
+ */
+const ARL_FILE = /^(?:\.arl-run|\.lock|.+\.(?:json|jsonl|bin|yaml|html|onnx|parquet|jinja))(?:\.tmp-\d+)?$/;
+
+/**
+ * Removes what arl wrote inside a folder of a run: files named as arl names its files (`ARL_FILE`), folders once empty;
+ * anything else — a user's `notes.md` in `designs/<d>/`, a `model.pt` in `checkpoints/` — is kept, and so are the
+ * folders above it. Links are removed, never followed. Issue 29's outside probe: a listed folder was removed whole.
+ */
+export function removeOwnTree(dir: string): void {
+  const st = lstatSync(dir, { throwIfNoEntry: false });
+  if (st === undefined) return;
+  if (!st.isDirectory()) {
+    if (ARL_FILE.test(parse(dir).base) || st.isSymbolicLink()) rmSync(dir, { force: true });
+    return;
+  }
+  for (const e of readdirSync(dir)) removeOwnTree(join(dir, e));
+  if (readdirSync(dir).length === 0) rmSync(dir, { recursive: true, force: true });
 }

@@ -9,13 +9,13 @@
  */
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { parse as parseYaml } from "yaml";
+import { parseBoundedYaml } from "../train/configGuards.ts";
 import { grpoAdvantages } from "../algo/advantages.ts";
 import { emCheck } from "../reward/em.ts";
 import { DEFAULT_DETECTOR_THRESHOLDS, type DetectorThresholds } from "../reward/detectors.ts";
 import { lockHolder } from "../train/runDir.ts";
 import { agentEpisode, isAgentLine, rolloutEvalEpisodes } from "./agentEpisodes.ts";
-import { DEFAULT_VIEW_LIMITS, ownText, type ViewLimits } from "./limits.ts";
+import { DEFAULT_VIEW_LIMITS, ownText, parseRunJson, type ViewLimits } from "./limits.ts";
 import { MetricsTable } from "./metricsTable.ts";
 import { JsonlTail, readCapped, type TailStats } from "./tail.ts";
 import type {
@@ -70,7 +70,7 @@ function labDescriptions(labPath: string): Record<string, string> {
   if (hit?.stamp === stamp) return hit.descriptions;
   let descriptions: Record<string, string> = {};
   try {
-    const lab = JSON.parse(file.read() ?? "{}") as { designs?: { name?: unknown; description?: unknown }[] };
+    const lab = parseRunJson(file.read() ?? "{}") as { designs?: { name?: unknown; description?: unknown }[] };
     if (Array.isArray(lab.designs)) {
       const named = lab.designs.filter((d): d is { name: string; description?: unknown } => typeof d?.name === "string");
       descriptions = Object.fromEntries(named.map((d) => [d.name, ownText(typeof d.description === "string" ? d.description : "", DEFAULT_VIEW_LIMITS.maxTextChars)]));
@@ -199,7 +199,7 @@ export function parseJsonLines(text: string | null, counter?: { damaged: number 
   for (const line of lines) {
     if (line.trim() === "") continue;
     try {
-      const v = JSON.parse(line) as unknown;
+      const v = parseRunJson(line);
       if (v !== null && typeof v === "object" && !Array.isArray(v)) out.push(v as Record<string, unknown>);
       else if (counter !== undefined) counter.damaged++;
     } catch {
@@ -428,7 +428,8 @@ export class SourceReader {
   /** True while a live process other than this one holds the folder's `.lock` (a pid: a larger file is not one). */
   private live(): boolean {
     try {
-      if (statSync(join(this.ref.path, ".lock")).size > 32) return false;
+      const st = statSync(join(this.ref.path, ".lock"));
+      if (!st.isFile() || st.size > 32) return false; // a FIFO would block the read below, and the event loop with it
     } catch {
       return false;
     }
@@ -482,7 +483,7 @@ export class SourceReader {
     if (text === null) return {};
     let cfg: Record<string, Record<string, unknown> | undefined>;
     try {
-      cfg = (parseYaml(text) ?? {}) as Record<string, Record<string, unknown> | undefined>;
+      cfg = (parseBoundedYaml(text) ?? {}) as Record<string, Record<string, unknown> | undefined>;
     } catch {
       return {};
     }
@@ -524,7 +525,7 @@ export class SourceReader {
     const st = existsSync(this.summaryFile.path) ? this.whole(this.summaryFile, "summary.json") : this.whole(this.agentSummaryFile, "agent-summary.json");
     if (st !== null) {
       try {
-        summary = JSON.parse(st);
+        summary = parseRunJson(st);
       } catch {
         summary = null; // being written (never: it is written atomically) or damaged
       }
@@ -561,7 +562,7 @@ export class SourceReader {
     const got = file !== undefined ? readCapped(file, this.limits.maxTokenizerBytes, this.stats) : null;
     if (got !== null && "text" in got) {
       try {
-        const tok = JSON.parse(got.text) as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string }[]; decoder?: { type?: unknown } | null };
+        const tok = parseRunJson(got.text) as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string }[]; decoder?: { type?: unknown } | null };
         // a WordPiece decoder joins tokens by spaces (the embedded WordTokenizer's); ByteLevel and others keep the text
         spaced = typeof tok.decoder?.type === "string" ? tok.decoder.type === "WordPiece" : undefined;
         pieces = [];
@@ -634,7 +635,7 @@ export class SourceReader {
     const read = (f: CachedFile, name: string): Record<string, unknown> | null => {
       try {
         const t = this.whole(f, name);
-        return t === null ? null : (JSON.parse(t) as Record<string, unknown>);
+        return t === null ? null : (parseRunJson(t) as Record<string, unknown>);
       } catch {
         return null;
       }

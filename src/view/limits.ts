@@ -5,6 +5,7 @@
  * (`SourceInfo.damagedLines`, `SourceInfo.cutLines`). The defaults are far above what `arl train` writes (a metrics
  * line is ~1 KB with ~50 keys; a samples line is at most a few MB of token books).
  */
+import { jsonTextDeeperThan } from "../core/values.ts";
 
 /** The viewer's limits (bytes, characters or counts, as named). */
 export interface ViewLimits {
@@ -82,4 +83,18 @@ export const DEFAULT_VIEW_LIMITS: Readonly<ViewLimits> = Object.freeze({
  */
 export function ownText(s: string, max: number): string {
   return Buffer.from(s.length > max ? `${s.slice(0, max)}…` : s, "utf8").toString("utf8");
+}
+
+/** Deepest nesting of JSON the viewer parses from a run's files (run files nest a few levels). */
+export const MAX_VIEW_JSON_DEPTH = 64;
+
+/**
+ * `JSON.parse` for text read from a run folder, refusing text nested deeper than `MAX_VIEW_JSON_DEPTH` first (a
+ * linear scan): a `summary.json` nested two million deep made a request answer 500 "Maximum call stack size exceeded"
+ * (issue 29's outside probe). Callers count a throw as a damaged file or line, as for text that is not JSON.
+ * @throws SyntaxError when the text is not JSON or is nested too deep
+ */
+export function parseRunJson(text: string): unknown {
+  if (jsonTextDeeperThan(text, MAX_VIEW_JSON_DEPTH)) throw new SyntaxError(`nested deeper than ${MAX_VIEW_JSON_DEPTH} levels`);
+  return JSON.parse(text) as unknown;
 }

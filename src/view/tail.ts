@@ -4,7 +4,15 @@
  * growth reads and parses only the appended bytes, in chunks; a line longer than its limit is skipped as it streams
  * past (never held whole) and counted as damaged. `readCapped` reads a whole file only when it is under a size limit.
  */
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { parseRunJson } from "./limits.ts";
+
+/**
+ * Open flags for every file the viewer reads: O_NONBLOCK, so opening a FIFO put where a run file was returns at once
+ * (a plain open waits for a writer, and the viewer's event loop with it — issue 29's outside probe); the file is then
+ * refused as not a plain file. Reads of plain files do not change under O_NONBLOCK.
+ */
+const OPEN_READ = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
 
 /** What a reader did, summed over reads (for tests and diagnostics): bytes read from disk, lines given to `JSON.parse`. */
 export interface TailStats {
@@ -110,7 +118,7 @@ export class JsonlTail {
   update(): TailUpdate | null {
     let fd: number;
     try {
-      fd = openSync(this.path, "r");
+      fd = openSync(this.path, OPEN_READ);
     } catch {
       const known = this.dev !== -1;
       this.clear();
@@ -197,7 +205,7 @@ export class JsonlTail {
     if (text.trim() === "") return undefined;
     if (this.options.stats) this.options.stats.linesParsed++;
     try {
-      const v = JSON.parse(text) as unknown;
+      const v = parseRunJson(text);
       if (v !== null && typeof v === "object" && !Array.isArray(v)) return v as Record<string, unknown>;
     } catch {
       // not JSON: counted below
@@ -219,7 +227,7 @@ export type CappedText = { text: string } | { tooBig: number } | null;
 export function readCapped(path: string, maxBytes: number, stats?: TailStats): CappedText {
   let fd: number;
   try {
-    fd = openSync(path, "r");
+    fd = openSync(path, OPEN_READ);
   } catch {
     return null;
   }

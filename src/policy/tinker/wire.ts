@@ -12,6 +12,7 @@
  */
 import { z } from "zod";
 import type { Datum } from "../../core/types.ts";
+import { describeValue } from "../../core/values.ts";
 import type { LossConfig, LossFnName } from "../types.ts";
 
 /** Largest finite float32 (a larger `float32` value would be Infinity once the server stores it). */
@@ -41,7 +42,7 @@ export const TensorData = z
     const notNumber = t.data.findIndex((x) => typeof x !== "number" || !Number.isFinite(x));
     if (notNumber >= 0) {
       const x = t.data[notNumber];
-      ctx.addIssue({ code: "custom", path: ["data", notNumber], message: `expected a finite number, got ${typeof x === "number" ? String(x) : JSON.stringify(x) ?? typeof x}` });
+      ctx.addIssue({ code: "custom", path: ["data", notNumber], message: `expected a finite number, got ${shown(x)}` });
       return;
     }
     const data = t.data as number[];
@@ -106,8 +107,17 @@ export const ForwardBackwardRequest = z
   })
   .transform((r) => ({ model_id: r.model_id, seq_id: r.seq_id ?? null, forward_only: r.forward_only ?? false, forward_backward_input: (r.forward_backward_input ?? r.forward_input)! }));
 
-/** A value as a message shows it: numbers as JavaScript prints them (`1e+30`, `Infinity`), the rest as JSON. */
-const shown = (x: unknown): string => (typeof x === "number" ? String(x) : (JSON.stringify(x) ?? typeof x));
+/**
+ * A client's value as a message shows it: numbers as JavaScript prints them (`1e+30`, `Infinity`), the rest cut to
+ * 80 characters with their type (`"xxxx…" (a string)`, `describeValue`), so an echo stays short.
+ */
+const shown = (x: unknown): string => describeValue(x);
+
+/** Client keys for a message: the first 5, each cut to 80 characters, then how many more. */
+function shownKeys(keys: readonly string[]): string {
+  const cut = keys.slice(0, 5).map((k) => (k.length > 80 ? `${k.slice(0, 80)}…` : k));
+  return keys.length > 5 ? `${cut.join(", ")} … and ${keys.length - 5} more` : cut.join(", ");
+}
 
 /** A number field within `range` (`ok`), with `dflt` when absent; every refusal names the range and the value. */
 function bounded(dflt: number, ok: (x: number) => boolean, range: string, hint = "") {
@@ -137,7 +147,7 @@ export const AdamParamsWire = z
     weight_decay: bounded(0, (x) => x >= 0, "[0, 1/learning_rate]"),
     grad_clip_norm: bounded(0, (x) => x >= 0, "[0, ∞) (0 = no clipping)"),
   }, {
-    error: (iss) => (iss.code === "unrecognized_keys" ? `unknown field(s) ${iss.keys.join(", ")} (AdamParams has learning_rate, beta1, beta2, eps, weight_decay, grad_clip_norm)` : undefined),
+    error: (iss) => (iss.code === "unrecognized_keys" ? `unknown field(s) ${shownKeys(iss.keys)} (AdamParams has learning_rate, beta1, beta2, eps, weight_decay, grad_clip_norm)` : undefined),
   })
   .superRefine((a, ctx) => {
     const decay = a.learning_rate * a.weight_decay;
