@@ -312,3 +312,27 @@ describe("ids, error bodies, API key (part 9, gateway)", () => {
     expect(crypto.timingSafeEqualCalls - before).toBe(4);
   });
 });
+
+describe("a refused value is quoted with its type (issue 29, outside probe)", () => {
+  it("max_tokens, temperature, stream, messages, deadline_ms: the value (cut to 80 characters) and its type", async () => {
+    const long = "x".repeat(5000);
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ ...user("hi"), max_tokens: "5" }, /^max_tokens: expected an integer ≥ 1, got "5" \(a string\)$/],
+      [{ ...user("hi"), max_tokens: 0 }, /^max_tokens: expected an integer ≥ 1, got 0$/],
+      [{ ...user("hi"), max_tokens: 2.5 }, /^max_tokens: expected an integer ≥ 1, got 2\.5$/],
+      [{ ...user("hi"), temperature: long }, /^temperature: expected a number in \[0, 2\], got "x{80}…" \(a string\)$/],
+      [{ ...user("hi"), stream: [1, 2] }, /^stream: expected true or false, got \[ 1, 2 \] \(an array\)$/],
+      [{ messages: "hello" }, /^messages: expected a list of messages, got "hello" \(a string\)$/],
+    ];
+    for (const [body, pattern] of cases) {
+      const r = await post("/v1/chat/completions", body);
+      expect(r.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect(r.json.error.message).toMatch(pattern);
+    }
+    // `1e999` is JSON for a number past float64: Infinity once parsed.
+    const inf = await post("/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1e999}`);
+    expect(inf.json.error.message).toMatch(/^max_tokens: expected an integer ≥ 1, got Infinity$/);
+    const open = await post("/rollout/r-quote/open", { deadline_ms: "soon" });
+    expect(open.json.error.message).toMatch(/^deadline_ms: .*, got "soon" \(a string\)$/);
+  });
+});

@@ -122,6 +122,13 @@ describe("arl train deletes only what it wrote", () => {
     expect(existsSync(join(run.path, "config.yaml"))).toBe(false);
   });
 
+  it("a run name over 255 characters is a config error naming the rule, before anything is written", () => {
+    const root = mkdtempSync(join(tmpdir(), "arl-safety-"));
+    expect(() => new RunDir(root, "a".repeat(256), { overwrite: false, ...quiet })).toThrow("allowed: 1 to 255 of A-Z a-z 0-9 . _ -");
+    expect(readdirSync(root)).toEqual([]);
+    new RunDir(root, "a".repeat(255), { overwrite: false, ...quiet });
+  });
+
   it("a garbled marker proves nothing, and a stale .lock that is a link is never written through", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-safety-"));
     const g = join(root, "g");

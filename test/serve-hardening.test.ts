@@ -180,6 +180,32 @@ describe("inputs a new user tried (each a 4xx with a reason, never a 500 or a br
     expect(un.status).toBe(200);
     expect((await call("trainer", "/api/v1/get_info", { model_id: m })).status).toBe(404);
   });
+  it("trainer: a long client value is echoed cut to 80 characters, in every field (issue 29, outside probe)", async () => {
+    const long = "x".repeat(20_000);
+    const m = (await call("trainer", "/api/v1/create_model", { base_model: "arl/init" })).json.model_id as string;
+    const datum = (inputs: Record<string, unknown>) => ({ model_input: { chunks: [{ tokens: [2, 3] }] }, loss_fn_inputs: { target_tokens: { data: [3, 4] }, ...inputs } });
+    const fb = (inputs: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      call("trainer", "/api/v1/forward_backward", { model_id: m, forward_backward_input: { loss_fn: "ppo", data: [datum(inputs)], ...extra } });
+    const cases: Array<[string, Promise<{ status: number; json: Record<string, unknown> }>, RegExp]> = [
+      ["target_tokens.data", fb({ target_tokens: { data: [long, 4] } }), /target_tokens\.data\.0: expected a finite number, got "x{80}…" \(a string\)/],
+      ["weights.data", fb({ weights: { data: [{ [long]: 1 }, 1] } }), /weights\.data\.0: expected a finite number, got .{0,100} \(an object\)/],
+      ["loss_fn_config value", fb({ logprobs: { data: [0, 0] }, advantages: { data: [1, 1] } }, { loss_fn_config: { clip_low_threshold: long } }), /loss_fn_config/],
+      ["loss_fn_config key", fb({ logprobs: { data: [0, 0] }, advantages: { data: [1, 1] } }, { loss_fn_config: { [long]: 1 } }), /loss_fn_config/],
+      ["an unknown key", call("trainer", "/api/v1/optim_step", { model_id: m, adam_params: { [long]: 1 } }), /unknown field\(s\) x{80}…/],
+      ["model_id", call("trainer", "/api/v1/get_info", { model_id: long }), /model "x{80}…" \(20000 characters\) not found/],
+      ["path", call("trainer", "/api/v1/load_weights", { model_id: m, path: `tinker://${long}` }), /path: expected tinker:.*got "tinker:/],
+      ["session_id", call("trainer", "/api/v1/create_model", { base_model: "arl/init", session_id: long }), /session "x{80}…"/],
+    ];
+    for (const [name, reply, pattern] of cases) {
+      const r = await reply;
+      expect(r.status, name).toBeGreaterThanOrEqual(400);
+      expect(r.status, name).toBeLessThan(500);
+      const error = String(r.json.error);
+      expect(error, name).toMatch(pattern);
+      expect(error, name).not.toContain("x".repeat(81));
+    }
+  });
+
   it("retrieval: a request's total query text is bounded; openai: user content required, models/<id>; lowercase bearer", async () => {
     // (The test servers take 64 KB bodies; the default limit is 16 MiB, so the query budget is what bounds the work.)
     const { RetrieveRequest } = await import("../src/serve/retrieval.ts");
@@ -248,7 +274,7 @@ describe("deep and large bodies do not stall a server (issue 29, outside probe)"
     }
   }, 30_000);
 
-  it("servers with small requests take 1 MiB by default (retrieval, mcp: 413 above it, 8 MiB reward takes it)", async () => {
+  it("servers with small requests take 1 MiB by default (retrieval, mcp: 413 above it; reward keeps 16 MiB for batches)", async () => {
     const big = JSON.stringify({ queries: ["x"], pad: "y".repeat(1024 * 1024) });
     const apps: Array<[FastifyInstance, string, number]> = [
       [createRetrievalApp(index, { apiKey: KEY }), "/retrieve", 413],

@@ -3,9 +3,10 @@
  * throws or grades is shown as it is.
  * - a result over the hard limit (`maxResultBytes`, bytes) is an error observation naming the tool and its size, and
  *   the run goes on; a huge object, array or typed array is refused without being serialised whole;
- * - a cut (capped) result, a string value and an error text keep only their own characters: measured in a child
- *   process with `--expose-gc` (heap after a full collection), 40 results of fresh 5 MB strings retain well under
- *   the 200 MB they kept when a cut was a V8 slice of the whole output;
+ * - a cut (capped) result, a string value, an object holding a slice or a hidden property, and an error text keep
+ *   only their own characters: measured in a child process with `--expose-gc` (heap after a full collection), 40
+ *   results of fresh 5 MB strings retain well under the 200 MB they kept when a kept string was a V8 slice of the
+ *   whole output (or the object itself was kept); a huge typed array is refused without growing the RSS;
  * - a thrown non-Error shows its JSON (or a bounded description), never `[object Object]`;
  * - a grade or option of the wrong type is quoted with its type (`"1" (a string)`), never `got 1`.
  */
@@ -16,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { runInNewContext } from "node:vm";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import type { Grade, Task } from "../src/core/types.ts";
 import { describeValue, ownCopy } from "../src/core/values.ts";
@@ -97,7 +98,7 @@ describe("the hard limit on a tool's output (maxResultBytes)", () => {
 });
 
 describe("what is kept holds only its own characters", () => {
-  it("40 capped results, sliced values and long error texts of fresh 5 MB strings retain far less than 200 MB after GC", () => {
+  it("40 capped results, sliced values (alone or in an object), hidden properties and error texts of fresh 5 MB strings retain far less than 200 MB after GC", () => {
     const src = (p: string) => JSON.stringify(resolve(p));
     const script = join(dir, "retention.mts");
     writeFileSync(script, [
@@ -120,16 +121,45 @@ describe("what is kept holds only its own characters", () => {
       `const env = toolEnv({ protocol: hermesProtocol, instructions: "x", tools: () => [mk(() => fresh(i0++))], maxTurns: 100 });`,
       `const call = hermesProtocol.format({ type: "tool_call", calls: [{ name: "t", arguments: {} }] });`,
       `await measure("toolEnv step", async () => { const e = env(); await e.reset({ id: "a", question: "q", answers: [] }); return e.step(call); });`,
+      // An object holding a 40-character slice of a fresh 5 MB string, or a hidden (non-enumerable) 5 MB string.
+      `await measure("slice in an object", (i) => callTool(mk(() => ({ city: "oslo", note: fresh(i).slice(0, 40) })), {}));`,
+      `await measure("hidden property", (i) => callTool(mk(() => { const o = { city: "oslo" }; const s = fresh(i); s.charCodeAt(7); Object.defineProperty(o, "blob", { value: s, enumerable: false }); return o; }), {}));`,
+      // A 160 MB Float64Array over the hard limit is refused by its length: no key list of its 20 M indices is built.
+      `const big = new Float64Array(20_000_000).fill(1.5); const rss0 = process.memoryUsage().rss;`,
+      `await callTool(mk(() => big), {});`,
+      `out["typed array rss"] = (process.memoryUsage().rss - rss0) / 1e6;`,
       `console.log(JSON.stringify(out));`,
     ].join("\n"));
     const r = spawnSync(process.execPath, ["--expose-gc", "--import", "tsx", script], { encoding: "utf8", timeout: 90_000 });
     expect(r.error, "the child did not finish within 90 s").toBeUndefined();
     expect(r.status, r.stderr).toBe(0);
     const retained = JSON.parse(r.stdout.trim().split("\n").pop()!) as Record<string, number>;
-    expect(Object.keys(retained)).toEqual(["capped", "sliced value", "error text", "thrown string", "toolEnv step"]);
+    expect(Object.keys(retained)).toEqual(["capped", "sliced value", "error text", "thrown string", "toolEnv step", "slice in an object", "hidden property", "typed array rss"]);
     // Each kept result holds ≤ 100 000 chars (≤ 0.2 MB): 40 of them are ≤ 8 MB; a slice of each output would be 200 MB.
-    for (const [what, mb] of Object.entries(retained)) expect(mb, `${what}: ${mb.toFixed(1)} MB retained`).toBeLessThan(25);
+    for (const [what, mb] of Object.entries(retained)) expect.soft(mb, `${what}: ${mb.toFixed(1)} MB retained`).toBeLessThan(25);
   }, 120_000);
+
+  it("a kept object is a copy rebuilt from its JSON: plain data equal, hidden properties gone; a Buffer is refused by its length", async () => {
+    const rows = { city: "oslo", temp_c: 7, tags: ["a", "é🎉"], nested: { ok: true, none: null } };
+    const hidden = { ...rows };
+    Object.defineProperty(hidden, "blob", { value: "q".repeat(1000), enumerable: false });
+    const when = new Date(0);
+    for (const [v, kept] of [[rows, rows], [hidden, rows], [{ when }, { when: when.toJSON() }], [[1, "x", null], [1, "x", null]]] as const) {
+      const r = await callTool(returning("t", () => v), {});
+      expect(r).toEqual({ ok: true, value: kept });
+      expect(r.ok && r.value).not.toBe(v);
+    }
+    expect(await callTool(returning("t", () => NaN), {})).toEqual({ ok: true, value: NaN }); // primitives are kept as they are
+    // Node's Buffer.toJSON would first build an array of every byte; the length alone shows it is over the limit.
+    const toJSON = vi.spyOn(Buffer.prototype, "toJSON");
+    try {
+      const over = "tool t: output of more than 1000000 bytes exceeds the hard limit of 1000000 bytes (maxResultBytes)";
+      expect(await callTool(returning("t", () => ({ file: Buffer.alloc(600_000) })), {}, { maxResultBytes: 1_000_000 })).toEqual({ ok: false, kind: "oversize", attempts: 1, error: over });
+      expect(toJSON).not.toHaveBeenCalled();
+    } finally {
+      toJSON.mockRestore();
+    }
+  });
 
   it("ownCopy and truncateChars keep the characters exactly (lone surrogates too) and never split a pair", () => {
     for (const s of ["", "abc", "é€🎉", "a\ud800b", "\udc00"]) expect(ownCopy(s)).toBe(s);

@@ -18,7 +18,7 @@ export interface ServeFlags {
   host: string;
   port: string;
   apiKey?: string;
-  /** Absent: the server's default (16 MiB for the trainer, 8 MiB reward, 1 MiB retrieval / mcp; the gateway and `serve openai` derive theirs from the context). */
+  /** Absent: the server's default (16 MiB; 1 MiB retrieval / mcp; the gateway and `serve openai` derive theirs from the context). */
   maxBody?: string;
   requestTimeout: string;
 }
@@ -29,7 +29,7 @@ export function serveFlags(cmd: Command, defaultPort: number): Command {
     .option("--host <host>", "interface to bind (0.0.0.0 serves other machines)", "127.0.0.1")
     .option("--port <port>", "TCP port (0 = any free port)", String(defaultPort))
     .option("--api-key <key>", "require Authorization: Bearer <key> on every request (default: env ARL_API_KEY, else none)")
-    .option("--max-body <bytes>", `largest accepted request body (bytes; larger ones get 413; default ${DEFAULT_BODY_LIMIT} for the trainer, 8 MiB for reward, 1 MiB for retrieval and mcp, and for a model server 8 × context × 32 bytes, at least 1 MiB)`)
+    .option("--max-body <bytes>", `largest accepted request body (bytes; larger ones get 413; default ${DEFAULT_BODY_LIMIT}, 1 MiB for retrieval and mcp, and for a model server 8 × context × 32 bytes, at least 1 MiB)`)
     .option("--request-timeout <ms>", "most time to receive a whole request (ms; slower clients get 408)", "30000");
 }
 

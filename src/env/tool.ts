@@ -11,6 +11,7 @@
 import { z } from "zod";
 import type { ToolErrorKind } from "../core/types.ts";
 import { describeValue, ownCopy } from "../core/values.ts";
+import { loopTurnDue } from "../core/yieldToLoop.ts";
 import { checkOutput, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_RESULT_BYTES, thrownText, truncateChars } from "./toolOutput.ts";
 
 export type { ToolErrorKind } from "../core/types.ts";
@@ -272,6 +273,9 @@ export async function callTool<S extends z.ZodType, R>(
       if (wait >= left()) break; // the back-off would outlive the deadline: report the last error
       await sleep(wait);
     }
+    // Let the event loop turn (signals, timers) before a synchronous tool may hold it; before the clocks start.
+    const loopTurn = loopTurnDue();
+    if (loopTurn !== undefined) await loopTurn;
     if (left() <= 0) return last ?? deadline(attempt);
     let release: (() => void) | null = () => {};
     if (options.limiter) {

@@ -9,7 +9,7 @@
  */
 import type { z } from "zod";
 import { HttpError } from "../serve/http.ts";
-import { capMessage, listProblems, pathName } from "../serve/limits.ts";
+import { capMessage, issueMessage, listProblems, pathName } from "../serve/limits.ts";
 
 /** The body of every gateway error response (OpenAI's). */
 export interface OpenAIErrorBody {
@@ -89,17 +89,18 @@ export function fieldName(path: readonly PropertyKey[]): string | null {
 /**
  * Parses a request body with a zod schema.
  * @returns the parsed value
- * @throws GatewayError 400 whose message names the invalid fields (`temperature: expected a number in [0, 2]`) —
+ * @throws GatewayError 400 whose message names the invalid fields and the values refused (`max_tokens: expected an
+ *   integer ≥ 1, got "5" (a string)`; `issueMessage`) —
  *   the first `MAX_LISTED_PROBLEMS`, then how many more — and whose `param` is the first one
  */
 export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   if (body === undefined || body === null || typeof body !== "object" || Array.isArray(body)) {
     throw new GatewayError(400, "expected a JSON object as the request body (Content-Type: application/json)", null, "invalid_body");
   }
-  const r = schema.safeParse(body);
+  const r = schema.safeParse(body, { reportInput: true });
   if (r.success) return r.data;
   const issues = r.error.issues;
-  const reasons = issues.map((i) => `${fieldName(i.path) ?? "body"}: ${i.message}`);
+  const reasons = issues.map((i) => `${fieldName(i.path) ?? "body"}: ${issueMessage(i)}`);
   return fail(listProblems(reasons), fieldName(issues[0]?.path ?? []));
 }
 

@@ -12,9 +12,10 @@
  */
 import { searchQuery, type Grade, type SampledSpan, type Task, type Trajectory, type TrajectoryGroup, type Turn } from "../core/types.ts";
 import { describeValue } from "../core/values.ts";
+import { loopTurnDue, withLoopTurns } from "../core/yieldToLoop.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { Tokenizer } from "../policy/tokenizer.ts";
-import type { TurnGenerator } from "./agent.ts";
+import { ScriptedAgent, type TurnGenerator } from "./agent.ts";
 import { LaneGate } from "./lanes.ts";
 
 /** Token budgets of an episode. */
@@ -180,6 +181,9 @@ export async function runEpisode(
   const sampled: SampledSpan[] = [];
 
   for (let turnIndex = 0; ; turnIndex++) {
+    // Synchronous agents and tools never let the event loop turn: Ctrl-C would wait for the whole batch.
+    const loopTurn = loopTurnDue();
+    if (loopTurn !== undefined) await loopTurn;
     const budget = limits.contextLength - tokens.length;
     const gen = await stage("generator_error", `rollout: generator on task ${task.id} turn ${turnIndex}`, () =>
       agent.generate(tokens.slice(), { task, turnIndex, history: turns, seed: seed + turnIndex, budget }),
@@ -352,7 +356,9 @@ export async function rolloutBatch(
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, worker));
+  const workers = () => Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, worker));
+  // A scripted agent batches nothing, so its episodes may let the event loop turn (Ctrl-C during the warm start).
+  await (agent instanceof ScriptedAgent ? withLoopTurns(workers) : workers());
   const minGroupSize = options.minGroupSize ?? 1;
   const groups: TrajectoryGroup[] = [];
   const dropped: DroppedEpisode[] = [];

@@ -8,7 +8,7 @@ import { createServer, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { z } from "zod";
-import { DEFAULT_BODY_LIMIT, MAX_JSON_DEPTH, capMessage, jsonTextTooDeepPath, listProblems, pathName, sameSecret, tooDeepPath } from "./limits.ts";
+import { DEFAULT_BODY_LIMIT, MAX_JSON_DEPTH, capMessage, cutKey, issueMessage, jsonTextTooDeepPath, listProblems, pathName, quoteShort, sameSecret, tooDeepPath } from "./limits.ts";
 
 export { DEFAULT_BODY_LIMIT } from "./limits.ts";
 
@@ -20,7 +20,7 @@ export interface ServeOptions {
   port?: number;
   /** When set, every request must carry `Authorization: Bearer <apiKey>` (or Tinker's `X-API-Key: <apiKey>`). */
   apiKey?: string;
-  /** Largest accepted request body (bytes; default 16 MiB; `serve reward` 8 MiB, `serve retrieval` / `serve mcp` 1 MiB). */
+  /** Largest accepted request body (bytes; default 16 MiB; `serve retrieval` / `serve mcp` 1 MiB). */
   bodyLimit?: number;
   /**
    * Most time to receive a whole request, headers and body (ms; default 30 000): a client that sends slowly
@@ -73,12 +73,19 @@ export function checkJsonDepth(value: unknown, maxDepth = MAX_JSON_DEPTH): void 
  * Parses a request body with a zod schema.
  * @returns the parsed value
  * @throws HttpError 400 naming the invalid fields (`forward_backward_input.data.0.model_input: Required`): the first
- *   few, then how many more
+ *   few, then how many more, each with the value it refused (`issueMessage`: cut, with its type); keys from the client (path steps, unrecognized keys) cut to 80 characters each
  */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  const r = schema.safeParse(body);
+  const r = schema.safeParse(body, { reportInput: true });
   if (r.success) return r.data;
-  const reasons = r.error.issues.map((i) => `${i.path.length > 0 ? i.path.join(".") : "body"}: ${i.message}`);
+  const reasons = r.error.issues.map((i) => {
+    // zod's own unrecognized-keys message quotes every key in full: quote the first few, cut.
+    const message =
+      i.code === "unrecognized_keys" && i.message.startsWith("Unrecognized key")
+        ? `Unrecognized key${i.keys.length === 1 ? "" : "s"}: ${i.keys.slice(0, 5).map((k) => quoteShort(k)).join(", ")}${i.keys.length > 5 ? ` … and ${i.keys.length - 5} more` : ""}`
+        : issueMessage(i);
+    return `${i.path.length > 0 ? i.path.map((p) => cutKey(String(p))).join(".") : "body"}: ${message}`;
+  });
   throw new HttpError(400, listProblems(reasons));
 }
 
@@ -104,7 +111,7 @@ export function createApp(options: ServeOptions = {}, errorBody: ErrorBody = (_s
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     // Path parameters up to MAX_PATH_PARAM characters: the gateway's rollout ids may be 256 (ROLLOUT_ID_RULE), and
     // fastify's default of 100 refused ids the header accepts (issue 29's outside probe).
-    maxParamLength: MAX_PATH_PARAM,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM },
     // Before routing (no route, so no route's hooks): the body is `errorBody`'s.
     frameworkErrors: (err, _req, reply) => {
       const e = err as Error & { statusCode?: number; code?: string };

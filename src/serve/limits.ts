@@ -8,6 +8,8 @@
  * event loop answers other requests between them.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import type { z } from "zod";
+import { describeValue } from "../core/values.ts";
 
 /**
  * Most levels of nested arrays and objects a request body may have (a top-level object is level 1). A chat request
@@ -156,6 +158,16 @@ export function quoteShort(value: string, max = 80): string {
   return `${JSON.stringify(value.slice(0, max)).slice(0, -1)}…" (${value.length} characters)`;
 }
 
+/**
+ * A zod issue's message with the value it refused, cut to 80 characters with its type (`describeValue`):
+ * `expected an integer ≥ 1, got "5" (a string)`. Needs the issue's `input` (`safeParse(body, {reportInput: true})`);
+ * messages that already quote it (`… got …`) and unrecognized keys (the input is the whole object) are kept as they are.
+ */
+export function issueMessage(issue: z.core.$ZodIssue): string {
+  if (issue.code === "unrecognized_keys" || !("input" in issue) || /\bgot\b/.test(issue.message)) return issue.message;
+  return `${issue.message}, got ${describeValue(issue.input)}`;
+}
+
 /** A client's key or path step for an error message: as given when at most `max` characters (default 80), else cut with `…`. */
 export function cutKey(key: string, max = 80): string {
   return key.length <= max ? key : `${key.slice(0, max)}…`;
@@ -193,12 +205,6 @@ export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
  * event loop, so a smaller limit bounds how long one hostile body delays the others (`--max-body` raises it).
  */
 export const SMALL_BODY_LIMIT = 1024 * 1024;
-
-/**
- * `serve reward`'s default largest body (bytes): 8 MiB — one transcript of `MAX_SOLUTION_CHARS` (1 M characters,
- * ≤ 3 UTF-8 bytes each, plus escapes) or a batch of a few hundred ordinary ones (`--max-body` raises it).
- */
-export const REWARD_BODY_LIMIT = 8 * 1024 * 1024;
 
 /**
  * A model server's default body limit for its context (bytes): 8 × `contextLength` × `maxBytesPerToken` — room for

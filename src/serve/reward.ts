@@ -21,7 +21,6 @@ import type { Passage, RewardBreakdown, Task, Trajectory } from "../core/types.t
 import { computeReward, validateRewardConfig, type RewardConfig } from "../reward/compose.ts";
 import type { Judge } from "../reward/types.ts";
 import { createApp, HttpError, parseBody, type ServeOptions } from "./http.ts";
-import { REWARD_BODY_LIMIT } from "./limits.ts";
 import { trajectoryFromText } from "./solution.ts";
 
 /** Most items in one `POST /reward/batch` request. */
@@ -224,11 +223,13 @@ export class RewardScorer {
  */
 export function createRewardApp(options: RewardAppOptions): FastifyInstance {
   const scorer = new RewardScorer(options.reward, options.passages, options.judge);
-  const app = createApp({ ...options, bodyLimit: options.bodyLimit ?? REWARD_BODY_LIMIT });
+  const app = createApp(options);
   app.get("/healthz", async () => ({ status: "ok", terms: { ...options.reward.weights } }));
   app.post("/reward", async (req) => scorer.score(parseBody(RewardRequest, req.body)));
   app.post("/reward/batch", async (req) => {
     if (!Array.isArray(req.body)) throw new HttpError(400, "body: expected a list of {data_source, solution_str, ground_truth, extra_info}");
+    // Before zod, which would check (and report) every one of millions of small items first.
+    if (req.body.length > MAX_BATCH) throw new HttpError(400, `body: at most ${MAX_BATCH} items (got ${req.body.length}); split the batch`);
     return scorer.scoreBatch(parseBody(RewardBatchRequest, req.body));
   });
   return app;

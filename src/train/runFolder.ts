@@ -218,8 +218,10 @@ export interface RunFolderPlan {
 export function planRunFolder(root: string, name: string, opts: { overwrite?: boolean; resume?: boolean; resumable?: boolean } = {}): RunFolderPlan {
   const base = resolve(root);
   const path = resolve(base, name);
-  if (dirname(path) !== base || !/^[A-Za-z0-9._-]+$/.test(name) || name === "." || name === "..") {
-    throw new ConfigError([`run.name: ${JSON.stringify(name)} is not a plain folder name inside ${base}`]);
+  // 255 bytes: the longest file name Linux and macOS file systems take (a longer one failed later with ENAMETOOLONG).
+  if (dirname(path) !== base || !/^[A-Za-z0-9._-]{1,255}$/.test(name) || name === "." || name === "..") {
+    const shown = name.length > 80 ? `${JSON.stringify(name.slice(0, 80))}… (${name.length} characters)` : JSON.stringify(name);
+    throw new ConfigError([`run.name: ${shown} is not a plain folder name inside ${base} (allowed: 1 to 255 of A-Z a-z 0-9 . _ -, not . or ..)`]);
   }
   const system = systemFolderProblem(path);
   if (system !== undefined) throw new ConfigError([`run.dir/run.name: refusing run folder ${path}: ${system}; give a folder of runs such as --run.dir runs`]);
