@@ -9,7 +9,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { z } from "zod";
-import { describeValue } from "../core/values.ts";
+import { describeValue, jsonTextTooDeepPath, tooDeepPath } from "../core/values.ts";
 
 /**
  * Most levels of nested arrays and objects a request body may have (a top-level object is level 1). A chat request
@@ -19,116 +19,15 @@ import { describeValue } from "../core/values.ts";
  */
 export const MAX_JSON_DEPTH = 64;
 
+// The depth walks live in core/values.ts (protocol parsers use them too); servers import them from here as before.
+export { jsonTextTooDeepPath, tooDeepPath };
+
 /** Most characters of an error message sent (longer ones are cut, saying how much was left out). */
 export const MAX_ERROR_MESSAGE_CHARS = 2048;
 
 /** Most problems an error message lists; the rest are counted. */
 export const MAX_LISTED_PROBLEMS = 5;
 
-/**
- * The path to the first array or object nested deeper than `maxDepth` levels in `value` (walked iteratively, so any
- * depth is safe), or undefined when none is.
- * @param value a parsed JSON value
- * @param maxDepth most levels allowed (the top-level container is level 1)
- * @returns keys and indices from the top (`["tools", 0, "function", "parameters", "properties", …]`) to the first
- *   container at level `maxDepth` + 1 (so `maxDepth` entries long)
- */
-export function tooDeepPath(value: unknown, maxDepth: number): Array<string | number> | undefined {
-  if (value === null || typeof value !== "object") return undefined;
-  // Depth-first with one frame per level of the current path (at most `maxDepth`, reused): no allocation per element
-  // but objects' key lists, so a body of 10⁶ small objects costs one pass.
-  const containers: object[] = [value];
-  const keyLists: Array<string[] | null> = [Array.isArray(value) ? null : Object.keys(value)];
-  const next: number[] = [0];
-  let top = 0;
-  while (top >= 0) {
-    const v = containers[top];
-    const keys = keyLists[top];
-    const i = next[top];
-    if (i >= (keys === null ? (v as unknown[]).length : keys.length)) {
-      top--;
-      continue;
-    }
-    next[top] = i + 1;
-    const child = keys === null ? (v as unknown[])[i] : (v as Record<string, unknown>)[keys[i]];
-    if (child === null || typeof child !== "object") continue;
-    if (top + 2 > maxDepth) {
-      // `child` is at level top + 2: the path is each level's key being visited, then this one.
-      const path: Array<string | number> = [];
-      for (let d = 0; d <= top; d++) path.push(keyLists[d] === null ? next[d] - 1 : keyLists[d]![next[d] - 1]);
-      return path;
-    }
-    top++;
-    containers[top] = child;
-    keyLists[top] = Array.isArray(child) ? null : Object.keys(child);
-    next[top] = 0;
-  }
-  return undefined;
-}
-
-/**
- * `tooDeepPath` read off JSON text, before it is parsed: the path to the first `[` or `{` that opens level
- * `maxDepth` + 1, or undefined when none does (or the text is not JSON enough to tell; `JSON.parse` then refuses it).
- * One linear pass over the characters keeping one frame per open level (at most `maxDepth`), so a body of a million
- * `[` is refused in milliseconds, where V8's `JSON.parse` spends seconds building it and blocks the event loop.
- * @param text a request body (JSON text)
- * @param maxDepth most levels allowed (the top-level container is level 1)
- * @returns keys and indices as `tooDeepPath` gives them for the parsed value (`maxDepth` entries)
- */
-export function jsonTextTooDeepPath(text: string, maxDepth: number): Array<string | number> | undefined {
-  // Per open level: an array (index of the current element) or an object (where its current key's text lies).
-  const isArray: boolean[] = [];
-  const index: number[] = [];
-  const keyStart: number[] = [];
-  const keyEnd: number[] = [];
-  const wantKey: boolean[] = [];
-  let top = -1;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      // a string: skip to its closing quote (a backslash escapes the next character)
-      const start = i;
-      for (i++; i < text.length; i++) {
-        const d = text.charCodeAt(i);
-        if (d === 0x5c) i++;
-        else if (d === 0x22) break;
-      }
-      if (top >= 0 && !isArray[top] && wantKey[top]) {
-        keyStart[top] = start;
-        keyEnd[top] = i + 1;
-        wantKey[top] = false;
-      }
-    } else if (c === 0x5b || c === 0x7b) {
-      if (top + 1 >= maxDepth) {
-        const path: Array<string | number> = [];
-        for (let d = 0; d <= top; d++) path.push(isArray[d] ? index[d] : keyText(text, keyStart[d], keyEnd[d]));
-        return path;
-      }
-      top++;
-      isArray[top] = c === 0x5b;
-      index[top] = 0;
-      keyStart[top] = keyEnd[top] = 0;
-      wantKey[top] = true;
-    } else if (c === 0x5d || c === 0x7d) {
-      if (top >= 0) top--;
-    } else if (c === 0x2c && top >= 0) {
-      if (isArray[top]) index[top]++;
-      else wantKey[top] = true;
-    }
-  }
-  return undefined;
-}
-
-/** The key whose quoted JSON text is `text[start, end)`, unescaped (as written when it is not valid JSON). */
-function keyText(text: string, start: number, end: number): string {
-  const quoted = text.slice(start, end);
-  try {
-    const key: unknown = JSON.parse(quoted);
-    return typeof key === "string" ? key : quoted;
-  } catch {
-    return quoted;
-  }
-}
 
 /** A path as a field name: `["tools", 0, "function"]` → `tools[0].function`; `[]` → null. */
 export function pathName(path: readonly PropertyKey[]): string | null {
