@@ -20,7 +20,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { flag, benchDir, machine, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { benchResult, flag, benchDir, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const repo = join(benchDir, "..");
 const args = process.argv.slice(2);
@@ -220,17 +220,14 @@ async function main(): Promise<void> {
       extra.memory = { short: keep(a, shortSteps), long: keep(b, longSteps), ...(capped ? { cappedOldSpaceMiB: CAP_MIB, longCapped: keep(capped, longSteps) } : {}) };
     }
   });
-  const result = {
+  const result = benchResult({ script: "bench/end-to-end.ts", args }, {
     bench: "end-to-end",
     title: "5. End to end: wall time and peak memory of CLI runs",
-    date: new Date().toISOString(),
-    command: `node --import tsx bench/end-to-end.ts${args.length ? " " + args.join(" ") : ""}`,
-    machine: machine(),
     reference: "none (absolute figures; the memory row compares a 200-step run with a 50-step run)",
     rows,
     contention: others,
     extra,
-  };
+  });
   if (!noWrite) console.log(`wrote ${writeResult(result)}`);
   printResult(result);
   if (others !== null && others > 0.1) console.log(`note: other processes used ${(others * 100).toFixed(0)} % of the CPUs meanwhile; timings are noisy`);

@@ -12,7 +12,7 @@
 import { spawnSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { blockUntilReady, jaxThreads, jit, numpy as np, relaxedSimd } from "../src/policy/embedded/jax.ts";
-import { findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { benchResult, findTorchPython, median, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const noTorch = args.includes("--no-torch");
@@ -101,17 +101,14 @@ async function main(): Promise<void> {
       note: `${(flops(p) / 1e6).toFixed(0)} MFLOP per product`,
     };
   });
-  const result = {
+  const result = benchResult({ script: "bench/kernels.ts", args }, {
     bench: "kernels",
     title: "1b. Why: matrix-product throughput, jax-js vs PyTorch",
-    date: new Date().toISOString(),
-    command: `node --import tsx bench/kernels.ts ${args.join(" ")}`.trim(),
-    machine: machine(),
     reference: py ? `PyTorch CPU, ${threads} threads (torch.matmul)` : "none (no python with torch)",
     rows,
     contention: others,
     extra: { jaxThreads, relaxedSimd },
-  };
+  });
   printResult(result);
   console.log(`wrote ${writeResult(result)}`);
 }

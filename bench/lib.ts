@@ -88,6 +88,15 @@ export interface BenchResult {
   extra?: Record<string, unknown>;
 }
 
+/**
+ * A bench's result, stamped with the time now, this machine, and the command that reproduces it:
+ * `node --import tsx <script> <args…>` (`script` from the repository root, e.g. "bench/kernels.ts").
+ */
+export function benchResult(run: { script: string; args: readonly string[] }, r: Omit<BenchResult, "date" | "command" | "machine">): BenchResult {
+  const command = ["node --import tsx", run.script, ...run.args].join(" ");
+  return { bench: r.bench, title: r.title, date: new Date().toISOString(), command, machine: machine(), reference: r.reference, rows: r.rows, contention: r.contention, extra: r.extra };
+}
+
 /** Writes `bench/results/<r.bench>.json` and returns its path. */
 export function writeResult(r: BenchResult): string {
   mkdirSync(resultsDir, { recursive: true });

@@ -10,7 +10,7 @@ import { Rng } from "../src/core/rng.ts";
 import type { Datum } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { wasmHeapBytes } from "../src/policy/embedded/jax.ts";
-import type { SampledSequence } from "../src/policy/types.ts";
+import type { SampledSequence } from "../src/core/sampling.ts";
 
 const [D, L, H] = (process.argv[2] ?? "96,2,4").split(",").map(Number);
 const iterations = Number(process.argv[3] ?? 6);

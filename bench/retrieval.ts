@@ -26,7 +26,7 @@ import { fileURLToPath } from "node:url";
 import { BM25Index, PYSERINI_BM25, tokenizeForIndex } from "../src/retrieval/bm25.ts";
 import { loadCorpus, loadQA } from "../src/retrieval/corpus.ts";
 import { ReferenceBM25, replicate } from "./bm25-reference.ts";
-import { flag, benchDir, machine, percentile, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { benchResult, flag, benchDir, percentile, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const repo = join(benchDir, "..");
 const args = process.argv.slice(2);
@@ -184,6 +184,15 @@ async function main(): Promise<void> {
   });
   const { ours, ref, ms } = value;
   const p = (r: ChildResult, q: number): number => percentile(r.latMs, q);
+  /** The query-latency row at percentile `q` (ms, ours vs the reference), with its target and note. */
+  const latencyRow = (q: number, row: Pick<BenchRow, "target" | "met" | "note" | "reason">): BenchRow => ({
+    name: `query p${q}, top-${topK}`,
+    ours: p(ours, q),
+    reference: p(ref, q),
+    unit: "ms",
+    speedup: p(ref, q) / p(ours, q),
+    ...row,
+  });
   const buildMet = ours.buildS < 30;
   const p50Met = p(ours, 50) < 5;
   const scale = `${nPassages.toLocaleString("en")} passages`;
@@ -199,27 +208,13 @@ async function main(): Promise<void> {
       note: "includes copying the passages and the id map",
       reason: buildMet ? undefined : "tokenizing (a Unicode regex per passage) and the term map dominate the build",
     },
-    {
-      name: `query p50, top-${topK}`,
-      ours: p(ours, 50),
-      reference: p(ref, 50),
-      unit: "ms",
-      speedup: p(ref, 50) / p(ours, 50),
+    latencyRow(50, {
       target: "< 5 ms",
       met: p50Met,
       note: `${nQueries} NQ-open dev questions after ${warmup} warm-up ones`,
       reason: p50Met ? undefined : "questions of common words score most postings (the replicated corpus has ~16 k terms, so postings are long)",
-    },
-    {
-      name: `query p99, top-${topK}`,
-      ours: p(ours, 99),
-      reference: p(ref, 99),
-      unit: "ms",
-      speedup: p(ref, 99) / p(ours, 99),
-      target: "",
-      met: null,
-      note: `long questions of common words (the, of, in) score most of the ${scale}`,
-    },
+    }),
+    latencyRow(99, { target: "", met: null, note: `long questions of common words (the, of, in) score most of the ${scale}` }),
     {
       name: "index memory",
       ours: ours.heapMiB,
@@ -298,12 +293,9 @@ async function main(): Promise<void> {
     );
   }
   const summary = (r: ChildResult) => ({ buildS: r.buildS, queries: r.latMs.length, p50: p(r, 50), p90: p(r, 90), p99: p(r, 99), max: Math.max(...r.latMs), memMiB: r.heapMiB, rssMiB: r.rssMiB });
-  const result = {
+  const result = benchResult({ script: "bench/retrieval.ts", args }, {
     bench: "retrieval",
     title: "4. Retrieval: BM25 index build and query latency (100 000 passages)",
-    date: new Date().toISOString(),
-    command: `node --import tsx bench/retrieval.ts${args.length ? " " + args.join(" ") : ""}`,
-    machine: machine(),
     reference: "straightforward BM25 in bench/bm25-reference.ts (Map<term, postings>, exhaustive scoring, full sort), same tokenizer and k1 = 0.9, b = 0.4",
     rows,
     contention: others,
@@ -317,7 +309,7 @@ async function main(): Promise<void> {
       ...(ms ? { minisearch: summary(ms) } : {}),
       disagreements: ours.top1.flatMap((id, i) => (id === ref.top1[i] ? [] : [{ query: i, ours: id, reference: ref.top1[i] }])).slice(0, 20),
     },
-  };
+  });
   console.log(`wrote ${writeResult(result)}`);
   printResult(result);
   if (others !== null && others > 0.1) console.log(`note: other processes used ${(others * 100).toFixed(0)} % of the CPUs meanwhile; timings are noisy`);

@@ -43,13 +43,17 @@ import type { Passage, Task, Trajectory } from "../src/core/types.ts";
 import { goodQuery } from "../src/envs/search/scripted.ts";
 import { SearchEnv, type SearchTool } from "../src/envs/search/env.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import type { SampledSequence, SampleOptions, SamplingClient } from "../src/policy/types.ts";
-import type { Tokenizer } from "../src/policy/tokenizer.ts";
+import type { SampledSequence, SampleOptions, SamplingClient } from "../src/core/sampling.ts";
+import type { Tokenizer } from "../src/core/tokenizer.ts";
 import { PolicyAgent, protocolStops } from "../src/rollout/agent.ts";
-import { episodeSeed, rolloutBatch, type RolloutLimits } from "../src/rollout/rollout.ts";
-import { resolveConfig, SMOKE_OVERRIDES, applyOverrides } from "../src/train/config.ts";
-import { setup } from "../src/train/experiment.ts";
-import { flag, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { episodeSeed, rolloutBatch } from "../src/rollout/rollout.ts";
+import type { RolloutLimits } from "../src/env/episode.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchOptions, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { BM25Index } from "../src/retrieval/bm25.ts";
+import { setupExperiment } from "../src/train/setup.ts";
+import { benchResult, flag, median, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
@@ -78,10 +82,14 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 // ---------------------------------------------------------------------------------------------------------------
 
 const config = resolveConfig(shape === "smoke" ? applyOverrides({}, SMOKE_OVERRIDES) : {});
-const s = setup(config);
+const s = setupExperiment(config, searchRecipe);
+/** The world's BM25 index (the search tool's retriever). */
+const index = new BM25Index([...s.instance.corpus!()]);
+/** Passages per search (the search recipe's `env.options.topK`). */
+const topK = searchOptions(config.env.options).topK;
 const tokenizer: Tokenizer = s.tokenizer;
 const limits: RolloutLimits = s.limits;
-const tasks: Task[] = s.world.train.slice(0, TASKS);
+const tasks: Task[] = s.instance.train.slice(0, TASKS);
 
 /** BM25 results by query, filled by the first real search of each query (the zero-latency tool reads them). */
 const bm25Cache = new Map<string, Passage[]>();
@@ -241,8 +249,8 @@ async function run(opts: { delayMs: number; lanes: number; model: "real" | "free
   const log = new ToolLog();
   const makeEnv = () =>
     new SearchEnv({
-      retriever: s.index,
-      topK: config.env.topK,
+      retriever: index,
+      topK,
       maxTurns: config.env.maxTurns,
       wrapTool: (t) => slowTool(t, opts.delayMs, opts.model === "free", log),
     });
@@ -263,7 +271,7 @@ async function run(opts: { delayMs: number; lanes: number; model: "real" | "free
     ...protocolStops(tokenizer),
   });
   const t0 = performance.now();
-  const batch = await rolloutBatch(tasks, makeEnv, agent, tokenizer, limits, {
+  const batch = await rolloutBatch(tasks, { makeEnv, agent, tokenizer, limits }, {
     groupSize: GROUP,
     seed: SEED,
     minGroupSize: 2,
@@ -314,8 +322,8 @@ async function componentCosts(): Promise<{ stepUs: number; encodeUs: number; dec
   const task = tasks[0];
   const action = scriptTurn(task, 0, 0);
   const env = new SearchEnv({
-    retriever: { search: (q, k) => bm25Cache.get(`${k}|${q}`) ?? s.index.search(q, k) },
-    topK: config.env.topK,
+    retriever: { search: (q, k) => bm25Cache.get(`${k}|${q}`) ?? index.search(q, k) },
+    topK,
     maxTurns: 1_000_000,
   });
   await env.reset(task);
@@ -470,17 +478,14 @@ async function main(): Promise<void> {
     });
   }
   const contention = Math.max(measured.others ?? 0, book.others ?? 0);
-  const result = {
+  const result = benchResult({ script: "bench/rollout.ts", args }, {
     bench: engine === "onnx" ? "rollout" : `rollout-${engine}`,
     title: `3. Rollout engine overhead (${engine} sampler)`,
-    date: new Date().toISOString(),
-    command: `node --import tsx bench/rollout.ts ${args.join(" ")}`.trim(),
-    machine: machine(),
     reference: `none (ratios to the measured model and tool times); model = embedded sampler (${engine} engine), ${shape} shape, random init, decoding as many tokens as each scripted turn`,
     rows,
     contention,
     extra: { engine, shape, latencyMs, reps, episodes: TASKS * GROUP, contentionMeasured: measured.others, contentionBookkeeping: book.others, components: parts, sameRollouts: sameAs, runs: summary, bookkeepingUs: Object.fromEntries(book.value) },
-  };
+  });
   printResult(result);
   console.log(`\nsame rollouts (tokens, logprobs): ${Object.entries(sameAs).map(([k, v]) => `${k} ${v}`).join(", ")}`);
   console.log(`\nother processes used ${pct(measured.others ?? 0)} % of the CPUs during the measured runs, ${pct(book.others ?? 0)} % during bookkeeping; ` +

@@ -25,9 +25,9 @@ import { Rng } from "../src/core/rng.ts";
 import type { Datum } from "../src/core/types.ts";
 import { EmbeddedBackend, type SamplerEngine } from "../src/policy/embedded/backend.ts";
 import { paramCount, type GPTConfig } from "../src/policy/embedded/gpt.ts";
-import type { BatchedSampler } from "../src/policy/embedded/sampler.ts";
+import type { BatchedSampler } from "../src/policy/embedded/batchedSampler.ts";
 import type { OnnxSampler } from "../src/policy/onnx/sampler.ts";
-import { flag, benchDir, findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow, measured } from "./lib.ts";
+import { benchResult, flag, benchDir, findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow, measured } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const only = flag("--only");
@@ -226,12 +226,9 @@ async function main(): Promise<void> {
     }
   }
   const ctn = Object.values(contention).filter((x): x is number => x !== null);
-  const result = {
+  const result = benchResult({ script: "bench/sampling.ts", args }, {
     bench: "sampling",
     title: "2. Sampling with a KV cache: ONNX and jax-js engines vs PyTorch",
-    date: new Date().toISOString(),
-    command: `node --import tsx bench/sampling.ts ${args.join(" ")}`.trim(),
-    machine: machine(),
     reference: torch ? `PyTorch CPU (bench/torch_reference.py), ${cores} threads, OPENBLAS_NUM_THREADS=1` : `PyTorch: ${torchNote}`,
     rows,
     contention: ctn.length ? Math.max(...ctn) : null,
@@ -245,7 +242,7 @@ async function main(): Promise<void> {
       torch,
       contention,
     },
-  };
+  });
   const file = writeResult(result);
   printResult(result);
   console.log(`wrote ${file}`);

@@ -20,7 +20,7 @@ import type { Datum } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { paramCount, type GPTConfig } from "../src/policy/embedded/gpt.ts";
 import { jaxThreads, relaxedSimd, wasmHeapBytes } from "../src/policy/embedded/jax.ts";
-import { flag, benchDir, findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow, measured } from "./lib.ts";
+import { benchResult, flag, benchDir, findTorchPython, median, printResult, waitIdle, withContention, writeResult, type BenchRow, measured } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const only = flag("--only");
@@ -205,19 +205,16 @@ async function main(): Promise<void> {
       note: `fwd+bwd ${noFma.fb_ms.toFixed(0)} + Adam ${noFma.adam_ms.toFixed(0)} ms (wasm f32x4 mul+add instead of FMA)`,
     });
   }
-  const result = {
+  const result = benchResult({ script: "bench/train-step.ts", args }, {
     bench: "train-step",
     title: "1. Embedded training step vs PyTorch (forward + backward + AdamW)",
-    date: new Date().toISOString(),
-    command: `node --import tsx bench/train-step.ts ${args.join(" ")}`.trim(),
-    machine: machine(),
     reference: torch
       ? `PyTorch ${torchVersion} CPU (Debian python3-torch), ${threads} threads, same model/shapes (bench/torch_reference.py)`
       : `none: ${torchNote}`,
     rows,
     contention: worst,
     extra: { ours: { threads: jaxThreads, relaxedSimd, lengthBucket, chunkTokens: chunkTokens ?? null, results: ours }, torch, cases },
-  };
+  });
   printResult(result);
   console.log(`wrote ${writeResult(result)}`);
 }

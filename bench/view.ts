@@ -32,7 +32,7 @@ import { Rng } from "../src/core/rng.ts";
 import { RunDir } from "../src/train/runDir.ts";
 import { clientBundle } from "../src/view/bundle.ts";
 import { startViewServer } from "../src/view/server.ts";
-import { flag, machine, median, percentile, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
+import { benchResult, flag, median, percentile, printResult, waitIdle, withContention, writeResult, type BenchRow } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
@@ -190,17 +190,14 @@ try {
     { name: "lab of 6 designs: hide / show one design → all charts redrawn", ours: Math.round(median(toggle)), reference: null, unit: "ms", speedup: null, target: "< 100 ms", met: median(toggle) < 100, note: `median of ${toggle.length} clicks; p95 ${Math.round(percentile(toggle, 95))} ms` },
   ];
   for (const r of rows) if (r.met === false) r.reason = "see the note; measured on a shared 2-core machine";
-  const result = {
+  const result = benchResult({ script: "bench/view.ts", args: quick ? ["--quick"] : [] }, {
     bench: "view",
     title: "arl view: opening a 200-step run, overlaying a lab of 6 designs (Chromium, playwright-core)",
-    date: new Date().toISOString(),
-    command: `node --import tsx bench/view.ts${quick ? " --quick" : ""}`,
-    machine: machine(),
     reference: "targets of issue 18 (no reference implementation)",
     rows,
     contention: others,
     extra: { steps, repeats, folderWriteMs: Math.round(genMs), cold, coldParts: coldParts.map((x) => JSON.parse(x) as unknown), warm, traj, labOpen, slider, toggle },
-  };
+  });
   printResult(result);
   console.log(`written: ${writeResult(result)}`);
 } finally {

@@ -25,6 +25,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { addedToken } from "../src/policy/tokenizer.ts";
 
 /** Most BPE merges learnt (fewer when no pair occurs twice any more); vocabulary = 256 bytes + merges + added tokens. */
 export const MERGES = 320;
@@ -252,15 +253,7 @@ export function makeTinyTokenizer(): TinyTokenizerFiles {
     if (!(l + r in vocab)) vocab[l + r] = Object.keys(vocab).length;
   }
   const firstAdded = Object.keys(vocab).length;
-  const added = ADDED_TOKENS.map(([content, special], i) => ({
-    id: firstAdded + i,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special,
-  }));
+  const added = ADDED_TOKENS.map(([content, special], i) => addedToken(firstAdded + i, content, special));
   const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false };
   const tokenizer = {
     version: "1.0",

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { RolloutRecord } from "../src/gateway/types.ts";
-import { agentBatch } from "../src/train/agentRollouts.ts";
+import { agentBatch } from "../src/external/rollouts.ts";
 
 /** A rewarded rollout with one segment of `trained` sampled tokens (after a 2-token prompt). */
 const rollout = (reward: number, trained: number): RolloutRecord => ({

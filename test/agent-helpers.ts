@@ -4,7 +4,7 @@
  * `ARL_RETRIEVAL_URL`) wrapped to record the retrieval URL each rollout was given and, optionally, to report its own
  * reward, so experiments run without a child process per rollout.
  */
-import type { AgentContext, AgentFunction, AgentResult } from "../src/train/agentRollouts.ts";
+import type { AgentContext, AgentFunction, AgentResult } from "../src/external/rollouts.ts";
 // @ts-expect-error — a plain .mjs example without type declarations (it takes an AgentContext, returns {answer})
 import exampleAgent from "../examples/agents/openai-search-function.mjs";
 

@@ -10,7 +10,7 @@ import type { GatewayCall, GatewaySegment } from "../src/gateway/types.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { createWorldsRetrievalApp } from "../src/serve/retrieval.ts";
-import { RetrievalLog, agentTrajectory, gradeTranscript, type RetrievalCall } from "../src/train/agentReward.ts";
+import { RetrievalLog, agentTrajectory, gradeTranscript, type RetrievalCall } from "../src/external/reward.ts";
 
 const task = (known: boolean): Task => ({ id: "q", question: "What is the capital of Avaloria?", answers: ["Brindle"], kind: "single-hop", known, evidenceIds: known ? [] : ["p1"] });
 const passage = (id: string, text: string): Passage => ({ id, title: "Avaloria", text });
@@ -55,7 +55,7 @@ describe("agentTrajectory: the trajectory an agent's calls and its retrieval req
 describe("gradeTranscript: the composite preset on agent transcripts", () => {
   it("a searched, grounded, correct answer to an unknown fact: em 1 + format 0.1 − search cost 0.02 = 1.08", async () => {
     const calls = [call(0, "", [{ name: "search", arguments: { query: "capital of Avaloria" } }]), call(1, "Brindle")];
-    const r = await gradeTranscript(task(false), "Brindle", { calls, segments }, [{ queries: ["capital of Avaloria"], hits: [[passage("p1", "The capital of Avaloria is Brindle.")]] }], composite);
+    const r = await gradeTranscript(task(false), "Brindle", { calls, segments }, [{ queries: ["capital of Avaloria"], hits: [[passage("p1", "The capital of Avaloria is Brindle.")]] }], { reward: composite });
     // em 1 (×1), format 1 (×0.1), guess 0, needless_search 0 (needs 1 search: one evidence id), ignored_evidence 0,
     // fabricated_citation 0, search_cost −1 (×0.02), invalid 0.
     expect(r.parts).toMatchObject({ em: 1, format: 1, guess: 0, needless_search: 0, ignored_evidence: 0, search_cost: -1, invalid: 0 });
@@ -63,17 +63,17 @@ describe("gradeTranscript: the composite preset on agent transcripts", () => {
   });
 
   it("a guess on an unknown fact (no search) pays the guess penalty: 0 + 0.1 − 0.3 = −0.2; on a known fact it does not", async () => {
-    const guessed = await gradeTranscript(task(false), "Quill", { calls: [call(0, "Quill")], segments }, [], composite);
+    const guessed = await gradeTranscript(task(false), "Quill", { calls: [call(0, "Quill")], segments }, [], { reward: composite });
     expect(guessed.parts?.guess).toBe(-1);
     expect(guessed.value).toBeCloseTo(-0.2, 12); // em 0, format 0.1, guess −0.3
-    const known = await gradeTranscript(task(true), "Brindle", { calls: [call(0, "Brindle")], segments }, [], composite);
+    const known = await gradeTranscript(task(true), "Brindle", { calls: [call(0, "Brindle")], segments }, [], { reward: composite });
     expect(known.parts?.guess).toBe(0);
     expect(known.value).toBeCloseTo(1.1, 12); // em 1, format 0.1: a known fact needs no search
   });
 
   it("search then ignore: the gold was served, the answer is wrong: 0 + 0.1 − 0.2 − 0.02 = −0.12", async () => {
     const calls = [call(0, "", [{ name: "search", arguments: { query: "capital of Avaloria" } }]), call(1, "Quill")];
-    const r = await gradeTranscript(task(false), "Quill", { calls, segments }, [{ queries: ["capital of Avaloria"], hits: [[passage("p1", "The capital of Avaloria is Brindle.")]] }], composite);
+    const r = await gradeTranscript(task(false), "Quill", { calls, segments }, [{ queries: ["capital of Avaloria"], hits: [[passage("p1", "The capital of Avaloria is Brindle.")]] }], { reward: composite });
     expect(r.parts?.ignored_evidence).toBe(-1);
     expect(r.value).toBeCloseTo(-0.12, 12);
   });

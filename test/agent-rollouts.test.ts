@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import type { Task } from "../src/core/types.ts";
 import type { GatewaySegment, RolloutRecord } from "../src/gateway/types.ts";
-import { agentBatch, runAgentCommand, segmentToDatum, type AgentContext } from "../src/train/agentRollouts.ts";
+import { agentBatch, runAgentCommand, segmentToDatum, type AgentContext } from "../src/external/rollouts.ts";
 
 const task: Task = { id: "t1", question: "capital of peru?", answers: ["lima"], kind: "single-hop" };
 const ctx = (signal = new AbortController().signal): AgentContext => ({
@@ -61,7 +61,7 @@ describe("runAgentCommand", () => {
     const agent = `${node(`require("fs").writeFileSync(require("path").join(${JSON.stringify(dir)}, "agent-" + process.pid), ""); setInterval(() => {}, 1000)`)}; true`;
     const trainer = join(dir, "trainer.mts");
     writeFileSync(trainer, [
-      `import { runAgentCommand } from ${JSON.stringify(resolve("src/train/agentRollouts.ts"))};`,
+      `import { runAgentCommand } from ${JSON.stringify(resolve("src/external/rollouts.ts"))};`,
       `const ctx = (id) => ({ baseURL: "http://127.0.0.1:1/v1", apiKey: "k", rolloutId: id, rewardURL: "http://127.0.0.1:1/r", task: { id, question: "q", answers: [], kind: "x" }, signal: new AbortController().signal, env: {} });`,
       `await Promise.all(["a", "b"].map((id) => runAgentCommand(${JSON.stringify(agent)}, ctx(id), { timeoutMs: 120000 })));`,
     ].join("\n"));

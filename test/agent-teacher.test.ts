@@ -5,17 +5,18 @@
  */
 import { describe, expect, it } from "vitest";
 import { buildWorld, valuesOf, worldTexts, type CountryAttribute } from "../src/envs/search/world.ts";
-import { goodQuery } from "../src/envs/search/scripted.ts";
+import { goodQuery, personaTurn } from "../src/envs/search/scripted.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { hermesProtocol } from "../src/protocol/hermes.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
-import { RETRIEVAL_TOPK, teacherSampler } from "../src/train/agentTeacher.ts";
+import { RETRIEVAL_TOPK, teacherSampler } from "../src/external/teacher.ts";
 
 const world = buildWorld({ seed: 0 });
 const tok = WordTokenizer.fromTexts([...worldTexts(world), `<tool_call>\n{"name": "search", "arguments": {"query": "capital of france"}}\n</tool_call><|im_end|>`, "Doc 1(Title: )"], hermesProtocol.specialTokens);
 const index = new BM25Index([...world.passages]);
 const opts = { n: 1, maxTokens: 64, temperature: 1, stop: [], seed: 1 };
-const teacher = (persona: "careful" | "guesser") => teacherSampler(world.train, tok, index, { persona, valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: 0 });
+const turnOf = (persona: "careful" | "guesser") => (ctx: Parameters<typeof personaTurn>[1]) => personaTurn(persona, ctx, (a) => valuesOf(world, a as CountryAttribute));
+const teacher = (persona: "careful" | "guesser") => teacherSampler(world.train, tok, index, { turn: turnOf(persona), seed: 0 });
 const text = async (persona: "careful" | "guesser", prompt: string) => tok.decode((await teacher(persona).sample(tok.encode(prompt), opts))[0].tokens);
 
 describe("teacherSampler", () => {
@@ -44,7 +45,7 @@ describe("teacherSampler", () => {
   });
 
   it("knows a rollout's task from its id, so an agent may word the question its own way", async () => {
-    const byId = teacherSampler(world.train, tok, index, { persona: "careful", valuesOf: (a) => valuesOf(world, a as CountryAttribute), seed: 0, taskOf: (id) => (id === "r1" ? known : undefined) });
+    const byId = teacherSampler(world.train, tok, index, { turn: turnOf("careful"), seed: 0, taskOf: (id) => (id === "r1" ? known : undefined) });
     const reworded = tok.encode(user("tell me about it"));
     expect(tok.decode((await byId.sample(reworded, { ...opts, rolloutId: "r1" }))[0].tokens).trim()).toBe(`${known.answers[0]} <|im_end|>`);
     await expect(byId.sample(reworded, { ...opts, rolloutId: "r2" })).rejects.toThrow(/rollout r2 is not one of the teacher's, and the prompt holds none of the tasks' questions/);

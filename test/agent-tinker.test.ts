@@ -8,11 +8,13 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { listen } from "../src/serve/http.ts";
+import { listen } from "../src/http/server.ts";
 import { trainerApp } from "../src/serve/trainer.ts";
 import { loadPolicy } from "../src/train/checkpoint.ts";
-import { runAgentExperiment } from "../src/train/agentExperiment.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
+import { runAgentExperiment } from "../src/external/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
 import { searchAgent } from "./agent-helpers.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-agent-tinker-"));

@@ -14,8 +14,8 @@ import { startGateway, type RunningGateway } from "../src/gateway/server.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { hermesProtocol } from "../src/protocol/hermes.ts";
-import type { AgentFunction } from "../src/train/agentRollouts.ts";
-import { FUNCTION_AGENT_ABORT_GRACE_MS, runAgentRollout, trainAgent } from "../src/train/agentRun.ts";
+import type { AgentFunction } from "../src/external/rollouts.ts";
+import { FUNCTION_AGENT_ABORT_GRACE_MS, runAgentRollout, trainAgent } from "../src/external/train.ts";
 
 const weatherTool = { type: "function" as const, function: { name: "get_weather", description: "The weather of a city.", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
 const cities = ["paris", "oslo", "lima", "rome"];

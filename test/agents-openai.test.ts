@@ -1,12 +1,12 @@
 import type { FastifyRequest } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { makeChatAgent, parseAgentKinds, type AgentTrajectory } from "../src/agents/index.ts";
-import { parseReactAction } from "../src/agents/react.ts";
+import { makeChatAgent, parseAgentKinds, type AgentTrajectory } from "../src/baselines/index.ts";
+import { parseReactAction } from "../src/baselines/react.ts";
 import { assertTrajectory } from "../src/algo/datum.ts";
 import { searchAction, searchQuery, type Action } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { computeReward } from "../src/reward/compose.ts";
-import { createApp, listen, type RunningServer } from "../src/serve/http.ts";
+import { createApp, listen, type RunningServer } from "../src/http/server.ts";
 import { serveOpenAI } from "../src/serve/openai.ts";
 import { evaluate, evaluateEpisodes } from "../src/train/eval.ts";
 import { ScriptedSampler, tinySetup } from "./openai-helpers.ts";
@@ -54,7 +54,7 @@ afterAll(async () => {
 });
 
 const agentFor = (kind: Parameters<typeof makeChatAgent>[0], url: string, model: string, temperature = 0) =>
-  makeChatAgent(kind, { baseURL: `${url}/v1`, model, makeEnv: s.makeEnv, tokenizer: tok, temperature, maxTokens: 16, maxRetries: 0 });
+  makeChatAgent(kind, { baseURL: `${url}/v1`, model, makeEnv: s.instance.makeEnv(0), tokenizer: tok, temperature, maxTokens: 16, maxRetries: 0 });
 
 /** Checks what every agent trajectory must satisfy, then scores it. */
 async function checkAndScore(t: AgentTrajectory) {
@@ -105,7 +105,7 @@ describe("prompt-driven agents over OpenAI-compatible HTTP", () => {
     const opts = { mode: "agent" as const, temperature: 1, maxTokensPerTurn: 16, seed: 21 };
     const [viaHttp, direct] = await Promise.all([
       evaluateEpisodes(sub, agentFor("prompt", embedded.url, "tiny", 1).runner, { seed: 21 }),
-      evaluate(sub, be.samplingClient(), tok, s.makeEnv, s.limits, opts),
+      evaluate(sub, { sampler: be.samplingClient(), tokenizer: tok, makeEnv: s.instance.makeEnv(0), limits: s.limits }, opts),
     ]);
     // Text cannot carry a sampled <bos>/<pad> (decoding drops them), so episodes where the untrained policy sampled
     // one diverge after it; every other episode must match turn for turn.

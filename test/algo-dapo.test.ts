@@ -1,5 +1,5 @@
 // DAPO's data-side pieces (src/algo/dapo.ts) on hand-computed examples: overlong shaping and the group filter of
-// dynamic sampling, the source of its extra tasks and its wiring in the RL loop (trainRlOn: extra batches are new
+// dynamic sampling, the source of its extra tasks and its wiring in the RL loop (trainRl: extra batches are new
 // tasks of the world, not the step's own re-rolled). The loop's metrics: test/algo-rl.test.ts.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,8 +8,13 @@ import { describe, expect, it } from "vitest";
 import type { Trajectory, TrajectoryGroup } from "../src/core/types.ts";
 import type { EnvFactory } from "../src/env/types.ts";
 import { applyOverlongShaping, informativeGroups, moreTasksFrom, overlongPenalty } from "../src/algo/dapo.ts";
-import { applyOverrides, resolveConfig, SMOKE_OVERRIDES } from "../src/train/config.ts";
-import { setup, silentReporter, trainRlOn, warmStart, warmStartDemos } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { silentReporter } from "../src/train/reporter.ts";
+import { trainRl } from "../src/train/rlLoop.ts";
+import { setupExperiment } from "../src/train/setup.ts";
+import { warmStart, warmStartDemos } from "../src/train/warmStart.ts";
 import { RunDir } from "../src/train/runDir.ts";
 
 describe("overlongPenalty (veRL DAPORewardManager)", () => {
@@ -59,7 +64,7 @@ describe("dynamic sampling filter and overlong term", () => {
   });
 });
 
-describe("DAPO dynamic sampling draws new tasks (moreTasksFrom, wired in trainRlOn)", () => {
+describe("DAPO dynamic sampling draws new tasks (moreTasksFrom, wired in trainRl)", () => {
   it("moreTasksFrom: the world's other tasks first, seeded, then a fresh shuffle of all", () => {
     const train = ["a", "b", "c", "d", "e", "f"];
     const batch = ["a", "b"];
@@ -82,14 +87,14 @@ describe("DAPO dynamic sampling draws new tasks (moreTasksFrom, wired in trainRl
   it("an RL step that resamples rolls out tasks outside its own batch", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-dapo-"));
     const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "rl.steps": "3", "rl.filterGroups": "true", "rl.maxGenBatches": "3", "run.dir": root, "run.name": "dapo", "run.checkpointEvery": "0" }));
-    const s = setup(config);
+    const s = setupExperiment(config, searchRecipe);
     const run = new RunDir(root, "dapo", { overwrite: false });
     const demos = await warmStartDemos(s, config);
     const backend = await warmStart(s, config, demos, run, silentReporter);
     // Every episode's task id, and a marker after each RL step (the progress bar's update).
     const seen: Array<string | null> = [];
     const makeEnv: EnvFactory = () => {
-      const env = s.makeEnv();
+      const env = s.instance.makeEnv(0)();
       const reset = env.reset.bind(env);
       env.reset = (task, info) => {
         seen.push(task.id);
@@ -98,7 +103,7 @@ describe("DAPO dynamic sampling draws new tasks (moreTasksFrom, wired in trainRl
       return env;
     };
     const reporter = { log: () => {}, bar: () => ({ update: () => void seen.push(null), stop: () => {} }) };
-    const rl = await trainRlOn(backend, [{ train: s.world.train, makeEnv }], [], s, config, run, reporter, run.checkpoint("sft"), "RL");
+    const rl = await trainRl({ backend, worlds: [{ train: s.instance.train, makeEnv }], replayDatums: [], setup: s, config, run, reporter, referenceDir: run.checkpoint("sft"), label: "RL" });
     const perStep: string[][] = [];
     let cur: string[] = [];
     for (const id of seen) {

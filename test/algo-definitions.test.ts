@@ -5,11 +5,14 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ADVANTAGE_ESTIMATORS, ESTIMATORS } from "../src/algo/estimators.ts";
 import { LOSS_AGG_MODES } from "../src/algo/losses.ts";
-import { backendLossOf, lossAggModeOf, RL_LOSS_FNS, TINKER_SERVER_LOSSES, tinkerLossFor } from "../src/algo/policyLoss.ts";
+import { backendLossOf, lossAggModeOf, RL_LOSS_FNS } from "../src/algo/policyLoss.ts";
+import { TINKER_SERVER_LOSSES, tinkerLossFor } from "../src/policy/tinker/losses.ts";
 import { ALGORITHM_DESIGNS } from "../src/lab/designs.ts";
-import { applyOverrides, resolveConfig, RlConfig } from "../src/train/config.ts";
-import { rlPolicyLabel, unusedAlgorithmFields, unusedAlgorithmWarning } from "../src/train/experiment.ts";
-import { algorithmLabel } from "../src/lab/report.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { RlConfig, unusedAlgorithmFields, unusedAlgorithmWarning } from "../src/algo/config.ts";
+import { rlPolicyLabel } from "../src/train/rlLoop.ts";
+import { algorithmLabel } from "../src/lab/reportTables.ts";
 import { labAlgorithmNote } from "../src/lab/lab.ts";
 import { designConfigs } from "../src/lab/designs.ts";
 

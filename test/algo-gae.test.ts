@@ -8,8 +8,10 @@ import { describe, expect, it } from "vitest";
 import type { Datum } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { embeddedCritic, explainedVariance, valueLoss, ValueHead, type ValueHeadState } from "../src/policy/embedded/value.ts";
-import { applyOverrides, resolveConfig, SMOKE_OVERRIDES } from "../src/train/config.ts";
-import { runExperiment } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { runExperiment } from "../src/train/runner.ts";
 
 describe("valueLoss (verl compute_value_loss)", () => {
   it("hand example: one unclipped token, one clipped", () => {
@@ -84,7 +86,7 @@ describe("the value head in checkpoints (value-head.json)", () => {
   it("a gae run resumed from a middle checkpoint ends with the uninterrupted run's metrics.jsonl (and not without the head)", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-gae-resume-"));
     const cfg = (name: string) => resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "rl.steps": "4", "rl.advantage": "gae", "rl.lam": "0.95", "eval.maxTasks": "2", "run.dir": root, "run.name": name }));
-    await runExperiment(cfg("whole"));
+    await runExperiment(cfg("whole"), searchRecipe);
     const reference = readFileSync(join(root, "whole", "metrics.jsonl"), "utf8");
     const ckpt = (run: string, c: string) => join(root, run, "checkpoints", c);
     expect(existsSync(join(ckpt("whole", "step-2"), "value-head.json"))).toBe(true);
@@ -95,7 +97,7 @@ describe("the value head in checkpoints (value-head.json)", () => {
       for (const c of ["step-3", "step-4", "final"]) rmSync(ckpt(name, c), { recursive: true });
       rmSync(join(root, name, "summary.json"));
       edit?.(ckpt(name, "step-2"));
-      await runExperiment(cfg(name), undefined, { overwrite: false, resume: true });
+      await runExperiment(cfg(name), searchRecipe, undefined, { overwrite: false, resume: true });
       return readFileSync(join(root, name, "metrics.jsonl"), "utf8");
     };
     expect(await resumeFrom2("resumed")).toBe(reference);
@@ -108,7 +110,7 @@ describe("the value head in checkpoints (value-head.json)", () => {
     });
     expect(without).not.toBe(reference);
     // Other runs' checkpoints carry no value head.
-    await runExperiment(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "eval.maxTasks": "2", "run.dir": root, "run.name": "grpo" })));
+    await runExperiment(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "eval.maxTasks": "2", "run.dir": root, "run.name": "grpo" })), searchRecipe);
     expect(existsSync(join(root, "grpo", "checkpoints", "final", "value-head.json"))).toBe(false);
   });
 });

@@ -18,27 +18,27 @@ import {
 } from "../src/algo/losses.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import type { GPTConfig } from "../src/policy/embedded/gpt.ts";
-import type { LossConfig, LossFnName } from "../src/policy/types.ts";
+import type { LossConfig, LossFnName } from "../src/core/training.ts";
 
 describe("reference token losses (hand-computed)", () => {
   it("vanilla PPO: clip-higher and dual clip", () => {
     // A = +1, r = 1.5, ε_low 0.2, ε_high 0.28: clip(r) = 1.28 < r → ℓ = −min(1.5, 1.28) = −1.28, clipped, ∂ℓ/∂lp = 0.
-    const a = vanillaPolicyTokenLoss(Math.log(1.5), 0, 1, 0.2, 0.28);
+    const a = vanillaPolicyTokenLoss(Math.log(1.5), 0, 1, { clipLow: 0.2, clipHigh: 0.28 });
     expect(a.loss).toBeCloseTo(-1.28, 12);
     expect(a.clipped).toBe(true);
     expect(a.dLogprob).toBe(0);
     // A = −1, r = 4: ℓ₁ = max(−A·r, −A·clip(r)) = max(4, 1.2) = 4 (not clipped, ∂ℓ/∂lp = −A·r = 4).
-    const b = vanillaPolicyTokenLoss(Math.log(4), 0, -1, 0.2, 0.2);
+    const b = vanillaPolicyTokenLoss(Math.log(4), 0, -1, { clipLow: 0.2, clipHigh: 0.2 });
     expect(b.loss).toBeCloseTo(4, 12);
     expect(b.dLogprob).toBeCloseTo(4, 12);
     // Dual clip c = 3: ℓ = min(−A·c, ℓ₁) = min(3, 4) = 3, the lower clip, gradient 0 (Ye et al. 2020).
-    const c = vanillaPolicyTokenLoss(Math.log(4), 0, -1, 0.2, 0.2, 3);
+    const c = vanillaPolicyTokenLoss(Math.log(4), 0, -1, { clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3 });
     expect(c.loss).toBeCloseTo(3, 12);
     expect(c.clippedLower).toBe(true);
     expect(c.dLogprob).toBe(0);
     // A > 0 is untouched by the dual clip: r = 4, A = 1 → ℓ = −min(4, 1.2) = −1.2.
-    expect(vanillaPolicyTokenLoss(Math.log(4), 0, 1, 0.2, 0.2, 3).loss).toBeCloseTo(-1.2, 12);
-    expect(() => vanillaPolicyTokenLoss(0, 0, 1, 0.2, 0.2, 1)).toThrow(/> 1/);
+    expect(vanillaPolicyTokenLoss(Math.log(4), 0, 1, { clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3 }).loss).toBeCloseTo(-1.2, 12);
+    expect(() => vanillaPolicyTokenLoss(0, 0, 1, { clipLow: 0.2, clipHigh: 0.2, clipRatioC: 1 })).toThrow(/> 1/);
   });
   it("GSPO: the length-normalised sequence ratio, clipped like PPO", () => {
     // lp − q = [0.2, −0.1, (0.5 masked)] → mean over the 2 masked tokens = 0.05 → s = e^0.05 = 1.0512711.
@@ -149,7 +149,7 @@ function reference(fn: LossFnName, cfg: LossConfig, datums: Datum[], lp: number[
     return lp[b].map((l, t) => {
       switch (fn) {
         case "ppo":
-          return vanillaPolicyTokenLoss(l, q[t], A[t], lo, hi, cfg.clipRatioC);
+          return vanillaPolicyTokenLoss(l, q[t], A[t], { clipLow: lo, clipHigh: hi, clipRatioC: cfg.clipRatioC });
         case "gspo":
           return gspoTokenLoss(s, A[t], lo, hi);
         case "cispo":

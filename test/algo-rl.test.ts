@@ -4,14 +4,16 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { applyOverrides, resolveConfig, SMOKE_OVERRIDES } from "../src/train/config.ts";
-import { runExperiment } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { runExperiment } from "../src/train/runner.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-algo-rl-"));
 let n = 0;
 async function rlMetrics(overrides: Record<string, string>): Promise<{ text: string; rl: Array<Record<string, number>> }> {
   const name = `run-${n++}`;
-  await runExperiment(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "eval.maxTasks": "2", ...overrides, "run.dir": root, "run.name": name })));
+  await runExperiment(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "eval.maxTasks": "2", ...overrides, "run.dir": root, "run.name": name })), searchRecipe);
   const text = readFileSync(join(root, name, "metrics.jsonl"), "utf8");
   const rl = text.trim().split("\n").map((l) => JSON.parse(l) as Record<string, number> & { stage: string }).filter((l) => l.stage === "rl");
   return { text, rl };

@@ -1,5 +1,5 @@
 /**
- * The Tinker client sends every RL loss `tinkerLossFor` maps (src/algo/policyLoss.ts): `cispo` and `gspo` with
+ * The Tinker client sends every RL loss `tinkerLossFor` maps (src/policy/tinker/losses.ts): `cispo` and `gspo` with
  * absolute ratio bounds, `dro` with `beta`, against fake TuFT and SkyRL servers (test/tinker-fakes.ts, fixtures
  * written from their sources). Field names: the Tinker SDK's `clip_low_threshold` / `clip_high_threshold`
  * (thinking-machines-lab/tinker @ d595dc2ba62a1494aa0f452fe1d0dbb7b321b870 `src/tinker/types/datum.py:31-32`, and
@@ -11,8 +11,9 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import type { Datum } from "../src/core/types.ts";
-import { droDatums, TinkerBackend } from "../src/policy/tinker/backend.ts";
-import { backendAlgorithmProblem } from "../src/algo/policyLoss.ts";
+import { droDatums } from "../src/policy/tinker/losses.ts";
+import { TinkerBackend } from "../src/policy/tinker/backend.ts";
+import { backendAlgorithmProblem } from "../src/train/backendAlgorithm.ts";
 import { loadFixture, startFake, type FakeTinkerServer, type FamilyName } from "./tinker-fakes.ts";
 
 const KEY = "algo-tinker-key";
@@ -35,6 +36,28 @@ async function backendOn(family: FamilyName): Promise<{ be: TinkerBackend; fake:
   return { be, fake };
 }
 
+/** Runs `use` on a client of a fresh fake `family` server, closing the client afterwards. */
+async function onBackend(family: FamilyName, use: (on: { be: TinkerBackend; fake: FakeTinkerServer }) => Promise<void>): Promise<void> {
+  const on = await backendOn(family);
+  try {
+    await use(on);
+  } finally {
+    await on.be.close?.();
+  }
+}
+
+/**
+ * Sends the clipped loss `loss` with clip bounds 0.2 / `clipHigh` and checks the request names the server's loss
+ * with absolute ratio bounds: `clip_low_threshold` 1 − 0.2, `clip_high_threshold` 1 + `clipHigh`.
+ */
+async function expectClipLoss(on: { be: TinkerBackend; fake: FakeTinkerServer }, loss: "cispo" | "gspo", clipHigh: number): Promise<void> {
+  await on.be.forwardBackward(RL, loss, { clipLow: 0.2, clipHigh });
+  const c = lastInput(on.fake);
+  expect(c.loss_fn).toBe(loss);
+  expect(c.loss_fn_config?.clip_low_threshold).toBeCloseTo(0.8, 6);
+  expect(c.loss_fn_config?.clip_high_threshold).toBeCloseTo(1 + clipHigh, 6);
+}
+
 /** The last forward_backward (not forward-only) request's input, as the fake decoded it. */
 function lastInput(fake: FakeTinkerServer) {
   const r = fake.records.filter((x) => x.endpoint === "forward_backward" && x.decoded && x.body.forward_only !== true).at(-1);
@@ -45,13 +68,8 @@ function lastInput(fake: FakeTinkerServer) {
 
 describe("Tinker client: cispo, dro, gspo", () => {
   it("cispo and dro on TuFT: the server's names with their loss_fn_config", async () => {
-    const { be, fake } = await backendOn("tuft");
-    try {
-      await be.forwardBackward(RL, "cispo", { clipLow: 0.2, clipHigh: 0.28 });
-      const c = lastInput(fake);
-      expect(c.loss_fn).toBe("cispo");
-      expect(c.loss_fn_config?.clip_low_threshold).toBeCloseTo(0.8, 6);
-      expect(c.loss_fn_config?.clip_high_threshold).toBeCloseTo(1.28, 6);
+    await onBackend("tuft", async ({ be, fake }) => {
+      await expectClipLoss({ be, fake }, "cispo", 0.28);
 
       // dro: β·w·k with token-mean k = 1/Σw = 1/4: 0.05/4 = 0.0125; q at untrained positions = the trainer's logprob
       // there (−1 on the fake), so the server's Σ over every position adds nothing there.
@@ -65,23 +83,14 @@ describe("Tinker client: cispo, dro, gspo", () => {
       expect(d.data[0].loss_fn_inputs.advantages.data[1]).toBeCloseTo(0.125, 6);
       expect(fb.logprobs).toEqual(RL.map((x) => x.targetTokens.map(() => -1)));
       await expect(be.forwardBackward(RL, "gspo")).rejects.toThrow(/rl\.lossFn: "gspo" needs the server loss "gspo"; this tuft server offers cispo, cross_entropy, dro, importance_sampling, ppo/);
-    } finally {
-      await be.close?.();
-    }
+    });
   });
 
   it("gspo on SkyRL with its clip bounds; dro refused there (SkyRL has none)", async () => {
-    const { be, fake } = await backendOn("skyrl");
-    try {
-      await be.forwardBackward(RL, "gspo", { clipLow: 0.2, clipHigh: 0.2 });
-      const g = lastInput(fake);
-      expect(g.loss_fn).toBe("gspo");
-      expect(g.loss_fn_config?.clip_low_threshold).toBeCloseTo(0.8, 6);
-      expect(g.loss_fn_config?.clip_high_threshold).toBeCloseTo(1.2, 6);
-      await expect(be.forwardBackward(RL, "dro")).rejects.toThrow(/skyrl server offers/);
-    } finally {
-      await be.close?.();
-    }
+    await onBackend("skyrl", async (on) => {
+      await expectClipLoss(on, "gspo", 0.2);
+      await expect(on.be.forwardBackward(RL, "dro")).rejects.toThrow(/skyrl server offers/);
+    });
   });
 
   it("droDatums: β folded with the normalisation; per-token weights that differ are refused", () => {
@@ -107,8 +116,12 @@ describe("Tinker client: cispo, dro, gspo", () => {
 describe("a loss the server lacks is a config error before training (issue-16 review)", () => {
   it("tinkerServerFamily detects the fake TuFT; createBackend and --dry-run refuse gspo there, naming what it offers", async () => {
     const { createBackend, tinkerServerFamily } = await import("../src/train/backends.ts");
-    const { applyOverrides, resolveConfig, SMOKE_OVERRIDES, ConfigError } = await import("../src/train/config.ts");
-    const { dryRun, gptConfigOf, setup } = await import("../src/train/experiment.ts");
+    const { resolveConfig, ConfigError } = await import("../src/train/config.ts");
+    const { SMOKE_OVERRIDES } = await import("../src/envs/index.ts");
+    const { applyOverrides } = await import("../src/train/configFile.ts");
+    const { dryRun } = await import("../src/train/dryRun.ts");
+    const { gptConfigOf, setupExperiment } = await import("../src/train/setup.ts");
+    const { searchRecipe } = await import("../src/envs/index.ts");
     const fx = loadFixture("tuft");
     const fake = await startFake(fx, { apiKey: KEY });
     servers.push(fake);
@@ -117,13 +130,13 @@ describe("a loss the server lacks is a config error before training (issue-16 re
     const gspo = resolveConfig(applyOverrides({}, { ...base, "rl.lossFn": "gspo" }));
     expect(await tinkerServerFamily(gspo)).toBe("tuft");
     const offers = /rl\.lossFn: "gspo" needs the server loss "gspo"; this tuft server offers cispo, cross_entropy, dro, importance_sampling, ppo/;
-    const s = setup(gspo);
+    const s = setupExperiment(gspo, searchRecipe);
     await expect(createBackend(gspo, gptConfigOf(gspo, s.tokenizer.vocabSize))).rejects.toThrow(offers);
     await expect(createBackend(gspo, gptConfigOf(gspo, s.tokenizer.vocabSize))).rejects.toBeInstanceOf(ConfigError);
-    await expect(dryRun(gspo)).rejects.toThrow(offers);
+    await expect(dryRun(gspo, searchRecipe)).rejects.toThrow(offers);
     // What TuFT has passes, and the dry run names the family it found.
     const cispo = resolveConfig(applyOverrides({}, { ...base, "rl.lossFn": "cispo", "run.dir": "/tmp/arl-algo-tinker-none" }));
-    expect((await dryRun(cispo)).join("\n")).toMatch(/reachable \(a tuft server; rl\.lossFn cispo is one of its losses\)/);
+    expect((await dryRun(cispo, searchRecipe)).join("\n")).toMatch(/reachable \(a tuft server; rl\.lossFn cispo is one of its losses\)/);
     // Without RL steps (evaluation, serving) the loss is not needed and not checked.
     const noRl = resolveConfig(applyOverrides({}, { ...base, "rl.lossFn": "gspo", "rl.steps": "0" }));
     const be = await createBackend(noRl, gptConfigOf(noRl, s.tokenizer.vocabSize));

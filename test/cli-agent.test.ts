@@ -27,7 +27,10 @@ console.log(JSON.stringify({ answer: j.choices[0].message.content }));
 
 describe("arl train --agent", () => {
   it("evaluates, trains and re-evaluates the agent, writing metrics, a summary and a loadable checkpoint", async () => {
-    const r = arl("train", "--smoke", "--policy.contextLength", "512", "--agent", `${JSON.stringify(process.execPath)} ${JSON.stringify(agent)}`, "--run.dir", dir, "--run.name", "mine");
+    // --sft.counterfactualWorlds 0: the warm start records its demonstrations in the real world only (40 runs of the
+    // agent's process instead of 121; they were half of this file's time). The counterfactual demonstrations are
+    // recorded in-process by agent-experiment.test.ts.
+    const r = arl("train", "--smoke", "--policy.contextLength", "512", "--sft.counterfactualWorlds", "0", "--agent", `${JSON.stringify(process.execPath)} ${JSON.stringify(agent)}`, "--run.dir", dir, "--run.name", "mine");
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/Held-out success of your agent \(EM %, 8 questions\): warm start \d+\.\d \(dropped 0\) → after RL \d+\.\d \(dropped 0\)/);
     const rows = readFileSync(join(dir, "mine", "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
@@ -53,7 +56,7 @@ describe("arl train --agent", () => {
   }, 300_000);
 
   it("--agent-module: an agent function in the trainer's process (examples/agents/openai-search-function.mjs)", () => {
-    const r = arl("train", "--smoke", "--policy.contextLength", "512", "--rl.steps", "1", "--agent-module", join(repo, "examples", "agents", "openai-search-function.mjs"), "--run.dir", dir, "--run.name", "fn");
+    const r = arl("train", "--smoke", "--policy.contextLength", "512", "--rl.steps", "1", "--sft.counterfactualWorlds", "0", "--agent-module", join(repo, "examples", "agents", "openai-search-function.mjs"), "--run.dir", dir, "--run.name", "fn");
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/Held-out success of your agent \(EM %, 8 questions\): warm start \d+\.\d \(dropped 0\) → after RL \d+\.\d \(dropped 0\)/);
     const rl = readFileSync(join(dir, "fn", "rollouts.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { stage: string; status: string }).filter((x) => x.stage === "rl");

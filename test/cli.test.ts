@@ -43,7 +43,7 @@ describe("arl CLI", () => {
     expect(JSON.parse(snake.out).reward.weights).toEqual({ search_cost: 0.3 });
     const design = arl("lab", "--designs", "composite,bogus", "--quick");
     expect(design.code).toBe(2);
-    expect(design.err).toContain('lab.designs: unknown design "bogus"; allowed: outcome-only, per-call-bonus');
+    expect(design.err).toContain('lab.designs: unknown design "bogus" for the search env; allowed: outcome-only, per-call-bonus');
     const ok = arl("train", "--rl.groupSize=4", "--print-config");
     expect(ok.code, ok.err).toBe(0);
     expect(JSON.parse(ok.out).rl.groupSize).toBe(4);
@@ -52,7 +52,7 @@ describe("arl CLI", () => {
   it("lab --list names the designs, presets and terms", () => {
     const r = arl("lab", "--list");
     expect(r.code, r.err).toBe(0);
-    expect(r.out).toMatch(/designs:\n  outcome-only +EM only/);
+    expect(r.out).toMatch(/search env designs \(arl lab --env search\):\n  outcome-only +EM only/);
     expect(r.out).toMatch(/presets:[\s\S]*  composite +em 1, format 0.1, invalid 0.1, guess 0.3/);
     expect(r.out).toMatch(/terms:[\s\S]*  needless_search +\[necessity\]/);
   });
@@ -61,7 +61,7 @@ describe("arl CLI", () => {
     const dir = mkdtempSync(join(tmpdir(), "arl-lab-cli-"));
     const r = arl("lab", "--quick", "--designs", "per-call-bonus,composite", "--run.dir", dir);
     expect(r.code, r.err).toBe(0);
-    expect(r.out).toContain("Reward lab lab-quick: 2 designs × 4 RL steps, 8 held-out questions");
+    expect(r.out).toContain("Reward lab lab-quick on env search: 2 designs × 4 RL steps, 8 held-out tasks");
     expect(r.out).toMatch(/│ per-call-bonus +│/);
     expect(r.out).toMatch(/│ warm start \(SFT\) +│/);
     expect(r.out).toContain("(c) The composite design's EM and needless-search rate vs the others");

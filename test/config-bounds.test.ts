@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { callTool, MAX_TIMER_MS, tool } from "../src/env/tool.ts";
 import { OpenAIJudge } from "../src/reward/judge.ts";
-import { ConfigError, applyOverrides, resolveConfig } from "../src/train/config.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
 
 /** The ConfigError message of resolving `overrides` (flags) over an empty document. */
 const err = (overrides: Record<string, string>, base: Record<string, unknown> = {}): string => {

@@ -12,10 +12,13 @@ import { stringify as toYaml } from "yaml";
 import { didYouMean, editDistance, nearestNames } from "../src/core/suggest.ts";
 import type { EnvRecipe } from "../src/env/recipe.ts";
 import { searchRecipe, travelRecipe } from "../src/envs/index.ts";
-import { envLabConfig } from "../src/lab/cli.ts";
+import { labConfig } from "../src/lab/cli.ts";
 import { designConfigs, resolveDesigns } from "../src/lab/designs.ts";
-import { withDefaults, withRecipeDefaults } from "../src/run/train.ts";
-import { ConfigError, SEARCH_PERSONAS, applyOverrides, readConfigFile, resolveConfig } from "../src/train/config.ts";
+import { withDefaults, withRecipeDefaults } from "../src/train/recipeDefaults.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { buildInstance, personaMix, setupExperiment } from "../src/train/setup.ts";
+import { SEARCH_PERSONAS } from "../src/envs/search/demos.ts";
+import { applyOverrides, readConfigFile } from "../src/train/configFile.ts";
 import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_LIST_ITEMS, MAX_CONFIG_TOKENS } from "../src/train/configGuards.ts";
 
 const travel = travelRecipe as EnvRecipe;
@@ -82,15 +85,15 @@ describe("reserved names in dotted paths (flags, designs, recipe and --agent def
   it("a lab design's overrides with __proto__ (search lab and env lab) are refused, naming the design", () => {
     const path = file(toYaml({ lab: { designs: ["x"], define: { x: { overrides: { "rl.__proto__.polluted": 1 } } } } }));
     const config = resolveConfig(readConfigFile(path));
-    const m = configError(() => designConfigs(config, resolveDesigns(config)));
+    const m = configError(() => designConfigs(config, resolveDesigns(config, searchRecipe)));
     expect(m).toContain('design x: rl.__proto__.polluted: "__proto__" is not allowed in a config path');
     const envRaw = readConfigFile(file(toYaml({ lab: { define: { y: { preset: "tool-env", overrides: { "env.options.constructor.prototype.polluted": 1 } } } } })));
-    expect(configError(() => envLabConfig(travel, envRaw, { designs: "y" }, {}))).toContain("design y: env.options.constructor.prototype.polluted");
+    expect(configError(() => labConfig(travel, envRaw, { designs: "y" }, {}))).toContain("design y: env.options.constructor.prototype.polluted");
   });
 
   it("design names that objects inherit (constructor, toString) are unknown designs, not a TypeError", () => {
     const config = resolveConfig({ lab: { designs: ["constructor", "toString", "hasOwnProperty"] } });
-    const m = configError(() => resolveDesigns(config));
+    const m = configError(() => resolveDesigns(config, searchRecipe));
     for (const n of ["constructor", "toString", "hasOwnProperty"]) expect(m).toContain(`lab.designs: unknown design "${n}"`);
   });
 });
@@ -172,9 +175,9 @@ describe("unknown fields are named with the nearest allowed ones", () => {
 
   it("a lab design's overrides and a recipe's options suggest too", () => {
     const config = resolveConfig({ lab: { designs: ["x", "compsite"], define: { x: { overrides: { "rl.groupsize": 4 } } } } });
-    expect(configError(() => resolveDesigns(config))).toContain('lab.designs: unknown design "compsite" (did you mean composite?)');
+    expect(configError(() => resolveDesigns(config, searchRecipe))).toContain('lab.designs: unknown design "compsite" for the search env (did you mean composite?)');
     const x = resolveConfig({ lab: { designs: ["x"], define: { x: { overrides: { "rl.groupsize": 4 } } } } });
-    expect(configError(() => designConfigs(x, resolveDesigns(x)))).toContain("design x: rl: unknown field(s) groupsize (did you mean groupSize?)");
+    expect(configError(() => designConfigs(x, resolveDesigns(x, searchRecipe)))).toContain("design x: rl: unknown field(s) groupsize (did you mean groupSize?)");
     const ctx = { seed: 0, protocol: "hermes" as const, maxTurns: 4, call: {} };
     expect(() => travel.build({ ...ctx, options: { failurerate: 0.1 } })).toThrow("env.options.failurerate: unknown option (did you mean failureRate?); allowed: failureRate");
     expect(() => (searchRecipe as EnvRecipe).build({ ...ctx, protocol: "search-r1", options: { numcountries: 12 } })).toThrow("env.options.numcountries: unknown option (did you mean numCountries?)");
@@ -182,8 +185,8 @@ describe("unknown fields are named with the nearest allowed ones", () => {
 });
 
 describe("the resolved config records the fields the env uses", () => {
-  it("sft.personas (the search env's persona mix) only for search; a travel config has none", () => {
-    expect(resolveConfig({}).sft.personas).toEqual(SEARCH_PERSONAS);
+  it("sft.personas is recorded only when set: neither the search nor the travel config carries a persona mix by default", () => {
+    expect(resolveConfig({}).sft.personas).toBeUndefined();
     const t = resolveConfig(withRecipeDefaults({}, travel));
     expect(t.env.name).toBe("travel");
     expect(t.sft.personas).toBeUndefined();
@@ -191,11 +194,18 @@ describe("the resolved config records the fields the env uses", () => {
     expect(JSON.stringify(t)).not.toContain("personas");
   });
 
-  it("a travel config.yaml written before (with the default mix) still resolves, without it; another mix is refused", () => {
-    const old = readConfigFile(file(toYaml({ env: { name: "travel" }, sft: { personas: { ...SEARCH_PERSONAS } } })));
-    expect(resolveConfig(old).sft.personas).toBeUndefined();
-    const m = configError(() => resolveConfig({ env: { name: "travel" }, sft: { personas: { careful: 1 } } }));
-    expect(m).toContain("sft.personas: the search env's warm-start persona mix; the travel env's warm start uses its own recipe's personas");
-    expect(resolveConfig({ sft: { personas: { careful: 1 } } }).sft.personas).toEqual({ careful: 1, overSearcher: 0.1, guesser: 0.55, poorQuery: 0.15 });
+  it("sft.personas weighs any env's own personas over its mix; a persona the env lacks is refused with the allowed names", () => {
+    const search = resolveConfig({ sft: { personas: { careful: 1 } } });
+    expect(personaMix(buildInstance(search, searchRecipe), search, "search")).toEqual({ ...SEARCH_PERSONAS, careful: 1 });
+    const t = resolveConfig(withRecipeDefaults({ sft: { personas: { ...SEARCH_PERSONAS } } }, travel));
+    const m = configError(() => setupExperiment(t, travel));
+    expect(m).toContain("sft.personas.overSearcher: not a persona of the travel env; allowed: ");
+    expect(configError(() => resolveConfig({ sft: { personas: { careful: -1 } } }))).toContain("sft.personas.careful");
+  });
+
+  it("keys that moved name their new path: env.world.* and env.topK are the search env's env.options", () => {
+    const m = configError(() => resolveConfig({ env: { world: { numCountries: 12 }, topK: 5 } }));
+    expect(m).toContain("env.world.numCountries: moved to env.options.numCountries");
+    expect(m).toContain("env.topK: moved to env.options.topK");
   });
 });

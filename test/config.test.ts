@@ -1,12 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_DETECTOR_THRESHOLDS } from "../src/reward/detectors.ts";
-import { ConfigError, applyOverrides, resolveConfig, rewardConfigOf } from "../src/train/config.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { rewardConfigOf } from "../src/reward/config.ts";
+import { searchOptions, searchRecipe } from "../src/envs/index.ts";
+import { defaultDesigns } from "../src/lab/designs.ts";
 
 describe("config", () => {
   it("fills every default from an empty document", () => {
     const c = resolveConfig({});
     expect(c.rl.groupSize).toBe(8);
-    expect(c.env.topK).toBe(3);
+    expect(searchOptions(c.env.options).topK).toBe(3); // the search recipe's option default
     expect(c.env.maxTurns).toBe(4);
     expect(c.reward.preset).toBe("default");
     expect(c.reward.weights).toEqual({});
@@ -17,7 +21,8 @@ describe("config", () => {
     const { enabled, referenceKl, ...thresholds } = c.detectors;
     expect([enabled, referenceKl]).toEqual([true, true]);
     expect(thresholds).toEqual(DEFAULT_DETECTOR_THRESHOLDS);
-    expect(c.lab.designs).toEqual(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]);
+    expect(c.lab.designs).toBeUndefined(); // the env's own designs: for search, these
+    expect(defaultDesigns(searchRecipe)).toEqual(["outcome-only", "per-call-bonus", "search-cost-only", "composite", "composite-unmasked"]);
   });
 
   it("reward.weights add to or override the preset's weights", () => {

@@ -11,8 +11,11 @@ import { describe, expect, it } from "vitest";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { savePolicy } from "../src/train/checkpoint.ts";
-import { ConfigError, SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { checkDataFile, dryRun, setup } from "../src/train/experiment.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { checkDataFile, dryRun } from "../src/train/dryRun.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 import { RunDir } from "../src/train/runDir.ts";
 
 const repo = resolve(import.meta.dirname, "..");
@@ -29,7 +32,7 @@ describe("arl train --dry-run", () => {
     const r = arl("train", "--smoke", "--dry-run", "--run.dir", dir);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain("dry run: OK — nothing trained, nothing written");
-    expect(r.out).toMatch(/world: 12 countries, \d+ passages, \d+ train \/ \d+ test questions/);
+    expect(r.out).toMatch(/env search \(search-r1\): 12 countries, \d+ passages; \d+ train \/ \d+ test tasks/);
     expect(r.out).toMatch(/warm start: \d+ demonstrations, 4 SFT steps/);
     expect(readdirSync(dir)).toEqual([]);
   });
@@ -64,7 +67,7 @@ describe("dry-run checks as functions", () => {
     await expect(checkDataFile(empty, "data")).rejects.toThrow(`--data: ${empty} is empty (expected a QA JSONL file (FlashRAG, NQ-open or Bamboogle lines), at least one line)`);
     await expect(checkDataFile(empty, "corpus")).rejects.toThrow(`--corpus: ${empty} is empty (expected a wiki-18 JSONL file ({id, contents} lines), at least one line)`);
     await expect(checkDataFile(join(dir, "nope.jsonl"), "corpus")).rejects.toThrow(`--corpus: no such file ${join(dir, "nope.jsonl")}`);
-    await expect(dryRun(smoke(dir), { data: empty })).rejects.toThrow("--data:");
+    await expect(dryRun(smoke(dir), searchRecipe, { data: empty })).rejects.toThrow("--data:");
     expect(await checkDataFile(join(repo, "data", "bamboogle.jsonl"), "data")).toBeGreaterThan(0);
   });
 
@@ -73,18 +76,18 @@ describe("dry-run checks as functions", () => {
     const config = smoke(root);
     new RunDir(root, "smoke").writeConfig(config);
     writeFileSync(join(root, "smoke", "summary.json"), "{}\n"); // a finished run (one that stopped before its first checkpoint would be reused)
-    await expect(dryRun(config)).rejects.toThrow(`run.name: run folder ${join(root, "smoke")} already holds a run; choose another name`);
-    expect((await dryRun(config, { resume: true })).at(-1)).toBe(`resume: would continue ${join(root, "smoke")} from scratch (no whole warm-start checkpoint)`);
-    await expect(dryRun(smoke(root, { "rl.groupSize": "6" }), { resume: true })).rejects.toThrow("rl.groupSize: the run folder has 4, this command has 6");
+    await expect(dryRun(config, searchRecipe)).rejects.toThrow(`run.name: run folder ${join(root, "smoke")} already holds a run; choose another name`);
+    expect((await dryRun(config, searchRecipe, { resume: true })).at(-1)).toBe(`resume: would continue ${join(root, "smoke")} from scratch (no whole warm-start checkpoint)`);
+    await expect(dryRun(smoke(root, { "rl.groupSize": "6" }), searchRecipe, { resume: true })).rejects.toThrow("rl.groupSize: the run folder has 4, this command has 6");
 
     // A warm-start checkpoint whose tokenizer has other words than this config's world.
-    const s = setup(config);
+    const s = setupExperiment(config, searchRecipe);
     const other = WordTokenizer.fromTexts(["only a few other words"]);
     const gpt = { ...s.gpt, vocabSize: other.vocabSize };
     const sftDir = join(root, "smoke", "checkpoints", "sft");
     mkdirSync(sftDir, { recursive: true });
     await savePolicy(sftDir, await EmbeddedBackend.create(gpt, 0), other, gpt);
-    await expect(dryRun(config, { resume: true })).rejects.toThrow(
+    await expect(dryRun(config, searchRecipe, { resume: true })).rejects.toThrow(
       `checkpoint ${sftDir}: gpt.json does not match this config (vocabSize ${other.vocabSize} vs ${s.tokenizer.vocabSize}; checkpoint vs config) — the tokenizer differs`,
     );
     expect(existsSync(join(root, "smoke", "metrics.jsonl"))).toBe(false); // still nothing written

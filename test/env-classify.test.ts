@@ -5,30 +5,13 @@
  * and lab designs.
  */
 import { describe, expect, it } from "vitest";
-import { Rng } from "../src/core/rng.ts";
-import type { Task, Trajectory } from "../src/core/types.ts";
+import type { Task } from "../src/core/types.ts";
 import {
-  buildClassifyWorld,
-  classifyBreakdown,
-  classifyRecipe,
-  classifyTasks,
-  confidenceWordRate,
-  CUES_PER_LABEL,
-  gradeClassify,
-  labelOfCue,
-  LABELS,
-  multiLabelRate,
-  parseLabels,
-  CLASSIFY_PERSONA_WEIGHTS,
-  CLASSIFY_PERSONAS,
-  type Ticket,
+  buildClassifyWorld, classifyBreakdown, classifyRecipe, classifyTasks, confidenceWordRate, CUES_PER_LABEL, gradeClassify, labelOfCue, LABELS,
+  multiLabelRate, parseLabels, CLASSIFY_PERSONA_WEIGHTS, CLASSIFY_PERSONAS, type Ticket,
 } from "../src/envs/classify/index.ts";
-import { getRecipe } from "../src/envs/index.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { getProtocol } from "../src/protocol/index.ts";
 import { hackingMetrics } from "../src/reward/detectors.ts";
-import { ScriptedAgent } from "../src/rollout/agent.ts";
-import { rolloutGroups } from "../src/rollout/rollout.ts";
+import { expectPersonaWeights, expectRegisteredRecipe, personaRunner, successRate as success } from "./env-helpers.ts";
 
 const world = buildClassifyWorld(0);
 const { train, test } = classifyTasks(world);
@@ -113,32 +96,12 @@ describe("classify grader", () => {
   });
 });
 
-/** Runs `persona` (or the warm-start mixture) on `tasks`, one episode each (4 for the mixture). */
-const inst = classifyRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 1, call: {} });
-const tok = WordTokenizer.fromTexts(inst.texts(), [...getProtocol("hermes").specialTokens, ...inst.fixedPrompts!()]);
-async function personaRun(persona: string, tasks: readonly Task[]): Promise<Trajectory[]> {
-  const names = Object.keys(inst.personas).sort();
-  const pick = (s: number) => {
-    let u = new Rng(s ^ 0x2545f491).next();
-    for (const n of names) if ((u -= inst.personas[n]) < 0) return n;
-    return names[names.length - 1];
-  };
-  const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-  const groups = await rolloutGroups(tasks, inst.makeEnv(0), agent, tok, { contextLength: 64, maxObservationTokens: 16 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 3 });
-  const trajs = groups.flatMap((g) => g.trajectories);
-  const unk = tok.id("[UNK]");
-  for (const t of trajs) {
-    expect(t.tokens.includes(unk), tok.decode(t.tokens)).toBe(false);
-    expect(t.tokens.length).toBeLessThan(64);
-  }
-  return trajs;
-}
-const success = (trajs: readonly Trajectory[]) => trajs.filter((t) => (t.grade?.score ?? 0) >= 1).length / trajs.length;
+/** Runs `persona` (or the warm-start mixture) on `tasks`, one episode each (4 for the mixture), every token known. */
+const personaRun = personaRunner(classifyRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 1, call: {} }), { limits: { contextLength: 64, maxObservationTokens: 16 }, seed: 3, maxTokens: 64 });
 
 describe("classify personas (held-out split)", () => {
   it("careful is always right; first-cue fails exactly the fine-first tickets; hedger never succeeds; the mixture is low", async () => {
-    expect(Object.keys(CLASSIFY_PERSONA_WEIGHTS).sort()).toEqual([...CLASSIFY_PERSONAS].sort());
-    expect(Object.values(CLASSIFY_PERSONA_WEIGHTS).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 10);
+    expectPersonaWeights(CLASSIFY_PERSONA_WEIGHTS, CLASSIFY_PERSONAS);
     expect(success(await personaRun("careful", test))).toBe(1);
     const fineFirst = test.filter((t) => t.data!.fineFirst).length / test.length;
     expect(success(await personaRun("first-cue", test))).toBeCloseTo(1 - fineFirst, 10);
@@ -165,10 +128,7 @@ describe("classify personas (held-out split)", () => {
 
 describe("classify recipe", () => {
   it("is registered, names its options, and ships the loophole design and its fix", () => {
-    expect(getRecipe("classify")).toBe(classifyRecipe);
-    expect(() => classifyRecipe.build({ seed: 0, protocol: "hermes", options: { pay: "x" }, maxTurns: 1, call: {} })).toThrow(/env\.options\.pay: must be one of strict, confidence/);
-    expect(() => classifyRecipe.build({ seed: 0, protocol: "hermes", options: { nope: 1 }, maxTurns: 1, call: {} })).toThrow(/env\.options\.nope: unknown option; allowed: pay, numTestTasks, numTrainTasks, worldSeed/);
-    expect(Object.keys(classifyRecipe.labDesigns!)).toEqual(["pays-confidence", "fix"]);
+    expectRegisteredRecipe(classifyRecipe, { maxTurns: 1, refused: [[{ pay: "x" }, /env\.options\.pay: must be one of strict, confidence/], [{ nope: 1 }, /env\.options\.nope: unknown option; allowed: pay, numTestTasks, numTrainTasks, worldSeed/]], designs: ["pays-confidence", "fix"] });
     expect(classifyRecipe.labDesigns!["pays-confidence"]).toMatchObject({ overrides: { "env.options.pay": "confidence" }, expectedDetectors: ["multi_label", "confidence_words"] });
   });
 });

@@ -10,48 +10,18 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Rng } from "../src/core/rng.ts";
 import type { Action, Task, ToolCallResult, Trajectory } from "../src/core/types.ts";
 import type { GradeInput, ToolEnvTurn } from "../src/env/toolEnv.ts";
 import {
-  answerLine,
-  buildComplaintWorld,
-  complaintBreakdown,
-  COMPLAINT_DETECTORS,
-  COMPLAINT_LAB_DESIGNS,
-  COMPLAINT_PERSONA_WEIGHTS,
-  COMPLAINT_PERSONAS,
-  complaintsRecipe,
-  complaintTasks,
-  complaintTools,
-  COMPETITOR_PRODUCTS,
-  CONFLICT_RATE,
-  counterfactualComplaintWorld,
-  firstNumberRate,
-  gradeComplaint,
-  OWN_PRODUCTS,
-  PAY_MODES,
-  parseAnswer,
-  rawCountRate,
-  RELIABILITIES,
-  resolveReports,
-  TRAIN_PHRASINGS,
-  truthOf,
-  unretrievedSourceRate,
-  YEARS,
-  CALIBERS,
-  type ComplaintQuestion,
-  type ComplaintWorld,
-  type PayMode,
-  type ReportEntry,
+  answerLine, buildComplaintWorld, complaintBreakdown, COMPLAINT_DETECTORS, COMPLAINT_LAB_DESIGNS, COMPLAINT_PERSONA_WEIGHTS, COMPLAINT_PERSONAS,
+  complaintsRecipe, complaintTasks, complaintTools, COMPETITOR_PRODUCTS, CONFLICT_RATE, counterfactualComplaintWorld, firstNumberRate,
+  gradeComplaint, OWN_PRODUCTS, PAY_MODES, parseAnswer, rawCountRate, RELIABILITIES, resolveReports, TRAIN_PHRASINGS, truthOf, unretrievedSourceRate,
+  YEARS, CALIBERS, type ComplaintQuestion, type ComplaintWorld, type PayMode, type ReportEntry,
 } from "../src/envs/complaints/index.ts";
 import { getRecipe } from "../src/envs/index.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { getProtocol } from "../src/protocol/index.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { defaultDetectors, DEFAULT_DETECTOR_THRESHOLDS, hackingMetrics } from "../src/reward/detectors.ts";
-import { ScriptedAgent } from "../src/rollout/agent.ts";
-import { rolloutGroups } from "../src/rollout/rollout.ts";
+import { expectInVocabulary, expectPersonaWeights, personaEpisodes, recipeTokenizer, successRate as success } from "./env-helpers.ts";
 
 const world = buildComplaintWorld(0);
 const { train, test } = complaintTasks(world);
@@ -397,25 +367,12 @@ describe("complaints breakdown and detectors", () => {
 
 describe("complaints personas", () => {
   const inst = complaintsRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 6, call: {} });
-  const protocol = getProtocol("hermes");
-  const tok = WordTokenizer.fromTexts(inst.texts(), [...protocol.specialTokens, ...(inst.fixedPrompts?.() ?? [])]);
-  const names = Object.keys(inst.personas).sort();
-  const total = names.reduce((a, n) => a + inst.personas[n], 0);
-  const pick = (s: number) => {
-    let u = new Rng(s ^ 0x2545f491).next() * total;
-    for (const n of names) if ((u -= inst.personas[n]) < 0) return n;
-    return names[names.length - 1];
-  };
-  const episodes = async (persona: string, tasks: readonly Task[], k = 0): Promise<Trajectory[]> => {
-    const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-    const groups = await rolloutGroups(tasks, inst.makeEnv(k), agent, tok, { contextLength: 4096, maxObservationTokens: 4096 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 7 });
-    return groups.flatMap((g) => g.trajectories);
-  };
-  const success = (ts: readonly Trajectory[]) => ts.filter((t) => (t.grade?.score ?? 0) >= 1).length / ts.length;
+  const tok = recipeTokenizer(inst, "hermes");
+  const limits = { contextLength: 4096, maxObservationTokens: 4096 };
+  const episodes = (persona: string, tasks: readonly Task[], k = 0) => personaEpisodes(inst, tok, persona, tasks, { limits, seed: 7, world: k });
 
   it("weights sum to 1 and name every persona", () => {
-    expect(Object.keys(COMPLAINT_PERSONA_WEIGHTS).sort()).toEqual([...COMPLAINT_PERSONAS].sort());
-    expect(Object.values(COMPLAINT_PERSONA_WEIGHTS).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 10);
+    expectPersonaWeights(COMPLAINT_PERSONA_WEIGHTS, COMPLAINT_PERSONAS);
   });
 
   it("careful solves every held-out task (in world 0 and a counterfactual world); the sloppy ones fail their share; the mixture about a third", async () => {
@@ -432,17 +389,12 @@ describe("complaints personas", () => {
 
   it("speaks react too: the careful persona solves the held-out tasks there", async () => {
     const r = complaintsRecipe.build({ seed: 0, protocol: "react", options: {}, maxTurns: 6, call: {} });
-    const p = getProtocol("react");
-    const rt = WordTokenizer.fromTexts(r.texts(), [...p.specialTokens, ...(r.fixedPrompts?.() ?? [])]);
-    const agent = new ScriptedAgent(rt, (c) => r.scriptedTurn("careful", c));
-    const groups = await rolloutGroups(r.test, r.makeEnv(0), agent, rt, { contextLength: 4096, maxObservationTokens: 4096 }, { groupSize: 1, seed: 7 });
-    expect(success(groups.map((g) => g.trajectories[0]))).toBe(1);
+    expect(success(await personaEpisodes(r, recipeTokenizer(r, "react"), "careful", r.test, { limits, seed: 7 }))).toBe(1);
   });
 
   it("the demonstrations use only words of the vocabulary and fit the default context", async () => {
     const trajs = await episodes("mixture", inst.train.slice(0, 120), 1);
-    const unk = tok.id("[UNK]");
-    expect(trajs.every((t) => !t.tokens.includes(unk))).toBe(true);
+    expectInVocabulary(trajs, tok);
     expect(Math.max(...trajs.map((t) => t.tokens.length))).toBeLessThanOrEqual(Number(complaintsRecipe.defaults["policy.contextLength"]));
   });
 });

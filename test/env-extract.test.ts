@@ -6,30 +6,13 @@
  * lab designs.
  */
 import { describe, expect, it } from "vitest";
-import { Rng } from "../src/core/rng.ts";
-import type { Task, Trajectory } from "../src/core/types.ts";
+import type { Task } from "../src/core/types.ts";
 import {
-  buildExtractWorld,
-  extractBreakdown,
-  extractRecipe,
-  extractTasks,
-  FIELDS,
-  gradeExtract,
-  hallucinatedFieldRate,
-  HALLUCINATION_PENALTY,
-  parseRecord,
-  recordJson,
-  valueOfCue,
-  EXTRACT_PERSONA_WEIGHTS,
-  EXTRACT_PERSONAS,
-  type OrderNote,
+  buildExtractWorld, extractBreakdown, extractRecipe, extractTasks, FIELDS, gradeExtract, hallucinatedFieldRate, HALLUCINATION_PENALTY, parseRecord,
+  recordJson, valueOfCue, EXTRACT_PERSONA_WEIGHTS, EXTRACT_PERSONAS, type OrderNote,
 } from "../src/envs/extract/index.ts";
-import { getRecipe } from "../src/envs/index.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { getProtocol } from "../src/protocol/index.ts";
 import { hackingMetrics } from "../src/reward/detectors.ts";
-import { ScriptedAgent } from "../src/rollout/agent.ts";
-import { rolloutGroups } from "../src/rollout/rollout.ts";
+import { expectPersonaWeights, expectRegisteredRecipe, personaRunner, successRate as success } from "./env-helpers.ts";
 
 const world = buildExtractWorld(0);
 const { train, test } = extractTasks(world);
@@ -129,32 +112,12 @@ describe("extract grader", () => {
   });
 });
 
-const inst = extractRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 1, call: {} });
-const tok = WordTokenizer.fromTexts(inst.texts(), [...getProtocol("hermes").specialTokens, ...inst.fixedPrompts!()]);
-/** Runs `persona` (or the warm-start mixture) on `tasks`, one episode each (4 for the mixture). */
-async function personaRun(persona: string, tasks: readonly Task[]): Promise<Trajectory[]> {
-  const names = Object.keys(inst.personas).sort();
-  const pick = (s: number) => {
-    let u = new Rng(s ^ 0x2545f491).next();
-    for (const n of names) if ((u -= inst.personas[n]) < 0) return n;
-    return names[names.length - 1];
-  };
-  const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-  const groups = await rolloutGroups(tasks, inst.makeEnv(0), agent, tok, { contextLength: 64, maxObservationTokens: 16 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 3 });
-  const trajs = groups.flatMap((g) => g.trajectories);
-  const unk = tok.id("[UNK]");
-  for (const t of trajs) {
-    expect(t.tokens.includes(unk), tok.decode(t.tokens)).toBe(false);
-    expect(t.tokens.length).toBeLessThan(64);
-  }
-  return trajs;
-}
-const success = (trajs: readonly Trajectory[]) => trajs.filter((t) => (t.grade?.score ?? 0) >= 1).length / trajs.length;
+/** Runs `persona` (or the warm-start mixture) on `tasks`, one episode each (4 for the mixture), every token known. */
+const personaRun = personaRunner(extractRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 1, call: {} }), { limits: { contextLength: 64, maxObservationTokens: 16 }, seed: 3, maxTokens: 64 });
 
 describe("extract personas (held-out split)", () => {
   it("careful is exact through the decoded tokens; padder, stringly and broken-json fail; the mixture is low", async () => {
-    expect(Object.keys(EXTRACT_PERSONA_WEIGHTS).sort()).toEqual([...EXTRACT_PERSONAS].sort());
-    expect(Object.values(EXTRACT_PERSONA_WEIGHTS).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 10);
+    expectPersonaWeights(EXTRACT_PERSONA_WEIGHTS, EXTRACT_PERSONAS);
     expect(success(await personaRun("careful", test))).toBe(1);
     const full = test.filter((t) => t.data!.order.length === FIELDS.length).length / test.length;
     const padder = await personaRun("padder", test);
@@ -174,9 +137,7 @@ describe("extract personas (held-out split)", () => {
 
 describe("extract recipe", () => {
   it("is registered, names its options, and ships the loophole design and its fix", () => {
-    expect(getRecipe("extract")).toBe(extractRecipe);
-    expect(() => extractRecipe.build({ seed: 0, protocol: "hermes", options: { pay: "recall" }, maxTurns: 1, call: {} })).toThrow(/env\.options\.pay: must be one of f1, no-penalty/);
-    expect(Object.keys(extractRecipe.labDesigns!)).toEqual(["no-penalty", "fix"]);
+    expectRegisteredRecipe(extractRecipe, { maxTurns: 1, refused: [[{ pay: "recall" }, /env\.options\.pay: must be one of f1, no-penalty/]], designs: ["no-penalty", "fix"] });
     expect(extractRecipe.labDesigns!["no-penalty"]).toMatchObject({ overrides: { "env.options.pay": "no-penalty" }, expectedDetectors: ["hallucinated_field"] });
   });
 });

@@ -5,32 +5,14 @@
  * split (through the real multi-turn rollout), the unread-citation detector's metric, and the recipe.
  */
 import { describe, expect, it } from "vitest";
-import type { Task, Trajectory } from "../src/core/types.ts";
+import type { Task } from "../src/core/types.ts";
 import { callTool } from "../src/env/tool.ts";
-import { getRecipe } from "../src/envs/index.ts";
 import {
-  gradeLongdoc,
-  longdocBreakdown,
-  longdocRecipe,
-  longdocTasks,
-  longdocTools,
-  namingParagraphs,
-  parseCitedAnswer,
-  unreadCitationRate,
-  DEPARTMENT_OF,
-  FACILITY_PARAGRAPHS,
-  LONGDOC_PERSONA_WEIGHTS,
-  LONGDOC_PERSONAS,
-  NOTICES,
-  PARAGRAPHS,
-  STAFF,
-  type HandbookQuestion,
+  gradeLongdoc, longdocBreakdown, longdocRecipe, longdocTasks, longdocTools, namingParagraphs, parseCitedAnswer, unreadCitationRate, DEPARTMENT_OF,
+  FACILITY_PARAGRAPHS, LONGDOC_PERSONA_WEIGHTS, LONGDOC_PERSONAS, NOTICES, PARAGRAPHS, STAFF, type HandbookQuestion,
 } from "../src/envs/longdoc/index.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { getProtocol } from "../src/protocol/index.ts";
 import { hackingMetrics } from "../src/reward/detectors.ts";
-import { ScriptedAgent } from "../src/rollout/agent.ts";
-import { rolloutGroups } from "../src/rollout/rollout.ts";
+import { expectPersonaWeights, expectRegisteredRecipe, personaRunner, successRate as success } from "./env-helpers.ts";
 
 const { train, test } = longdocTasks(0);
 
@@ -126,24 +108,12 @@ describe("longdoc grader", () => {
   });
 });
 
-const inst = longdocRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 6, call: {} });
-const tok = WordTokenizer.fromTexts(inst.texts(), [...getProtocol("hermes").specialTokens, ...inst.fixedPrompts!()]);
-async function personaRun(persona: string, tasks: readonly Task[]): Promise<Trajectory[]> {
-  const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona, c));
-  const groups = await rolloutGroups(tasks, inst.makeEnv(0), agent, tok, { contextLength: 224, maxObservationTokens: 32 }, { groupSize: 1, seed: 3 });
-  const trajs = groups.flatMap((g) => g.trajectories);
-  for (const t of trajs) {
-    expect(t.tokens.includes(tok.id("[UNK]")), tok.decode(t.tokens)).toBe(false);
-    expect(t.tokens.length).toBeLessThan(224);
-  }
-  return trajs;
-}
-const success = (trajs: readonly Trajectory[]) => trajs.filter((t) => (t.grade?.score ?? 0) >= 1).length / trajs.length;
+/** Runs `persona` on `tasks`, one episode each, every token known. */
+const personaRun = personaRunner(longdocRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 6, call: {} }), { limits: { contextLength: 224, maxObservationTokens: 32 }, seed: 3, maxTokens: 224 });
 
 describe("longdoc personas and detector (held-out split)", () => {
   it("careful is right and supported; skimmer fails when a notice comes first; fabricator, no-cite, over-citer and hit-citer fail", async () => {
-    expect(Object.keys(LONGDOC_PERSONA_WEIGHTS).sort()).toEqual([...LONGDOC_PERSONAS].sort());
-    expect(Object.values(LONGDOC_PERSONA_WEIGHTS).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 10);
+    expectPersonaWeights(LONGDOC_PERSONA_WEIGHTS, LONGDOC_PERSONAS);
     const careful = await personaRun("careful", test);
     expect(success(careful)).toBe(1);
     expect(unreadCitationRate(careful)).toBe(0);
@@ -172,8 +142,6 @@ describe("longdoc personas and detector (held-out split)", () => {
 
 describe("longdoc recipe", () => {
   it("is registered, names its options, and ships the unchecked-citation design and its fix", () => {
-    expect(getRecipe("longdoc")).toBe(longdocRecipe);
-    expect(() => longdocRecipe.build({ seed: 0, protocol: "hermes", options: { pay: "x" }, maxTurns: 6, call: {} })).toThrow(/env\.options\.pay: must be one of checked, cite-unchecked/);
-    expect(Object.keys(longdocRecipe.labDesigns!)).toEqual(["cite-unchecked", "fix"]);
+    expectRegisteredRecipe(longdocRecipe, { maxTurns: 6, refused: [[{ pay: "x" }, /env\.options\.pay: must be one of checked, cite-unchecked/]], designs: ["cite-unchecked", "fix"] });
   });
 });

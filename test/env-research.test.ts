@@ -10,49 +10,18 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Rng } from "../src/core/rng.ts";
 import type { Action, Task, Trajectory } from "../src/core/types.ts";
 import { callTool, type Tool } from "../src/env/tool.ts";
 import type { GradeInput, ToolEnvTurn } from "../src/env/toolEnv.ts";
 import {
-  answerPaddingRate,
-  buildResearchWorld,
-  counterfactualResearchWorld,
-  gradeResearch,
-  MAX_REASONS,
-  MIN_REASONS,
-  NO_MATCH,
-  NOTES_ANSWER,
-  notebookText,
-  COMPANY_QUERY,
-  INDUSTRY_QUERY,
-  LOCAL_IDS,
-  resolveDocId,
-  scopeDocs,
-  parseResearchAnswer,
-  REASON_STAGE,
-  REASONS,
-  researchBreakdown,
-  researchIndex,
-  researchRecipe,
-  researchTasks,
-  researchTools,
-  RESEARCH_PERSONA_WEIGHTS,
-  RESEARCH_PERSONAS,
-  SECTORS,
-  stageDocId,
-  STAGES,
-  supports,
-  type ResearchQuestion,
-  type ResearchState,
-  type ResearchWorld,
+  answerPaddingRate, buildResearchWorld, counterfactualResearchWorld, gradeResearch, MAX_REASONS, MIN_REASONS, NO_MATCH, NOTES_ANSWER, notebookText,
+  COMPANY_QUERY, INDUSTRY_QUERY, LOCAL_IDS, resolveDocId, scopeDocs, parseResearchAnswer, REASON_STAGE, REASONS, researchBreakdown, researchIndex,
+  researchRecipe, researchTasks, researchTools, RESEARCH_PERSONA_WEIGHTS, RESEARCH_PERSONAS, SECTORS, stageDocId, STAGES, supports,
+  type ResearchQuestion, type ResearchState, type ResearchWorld,
 } from "../src/envs/research/index.ts";
 import { getRecipe } from "../src/envs/index.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { getProtocol } from "../src/protocol/index.ts";
 import { hackingMetrics } from "../src/reward/detectors.ts";
-import { ScriptedAgent } from "../src/rollout/agent.ts";
-import { rolloutGroups } from "../src/rollout/rollout.ts";
+import { expectInVocabulary, expectPersonaWeights, personaEpisodes, recipeTokenizer, successRate as success } from "./env-helpers.ts";
 
 const world = buildResearchWorld(0);
 const { train, test } = researchTasks(world);
@@ -359,23 +328,11 @@ describe("research grader", () => {
 /** Runs `persona` (or the warm-start mixture) on `tasks` in world `k` of the default recipe instance. */
 async function personaRun(persona: string, tasks: readonly Task[], k = 0, protocol: "hermes" | "react" = "hermes"): Promise<Trajectory[]> {
   const inst = researchRecipe.build({ seed: 0, protocol, options: {}, maxTurns: 12, call: {} });
-  const tok = WordTokenizer.fromTexts(inst.texts(), [...getProtocol(protocol).specialTokens, ...inst.fixedPrompts!()]);
-  const names = Object.keys(inst.personas).sort();
-  const total = names.reduce((a, n) => a + inst.personas[n], 0);
-  const pick = (s: number) => {
-    let u = new Rng(s ^ 0x2545f491).next() * total;
-    for (const n of names) if ((u -= inst.personas[n]) < 0) return n;
-    return names[names.length - 1];
-  };
-  const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-  const groups = await rolloutGroups(tasks, inst.makeEnv(k), agent, tok, { contextLength: 576, maxObservationTokens: 64 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 7 });
-  const trajs = groups.flatMap((g) => g.trajectories);
-  const unk = tok.id("[UNK]");
-  for (const t of trajs) expect(t.tokens.includes(unk), tok.decode(t.tokens)).toBe(false); // texts() covers the episode
+  const tok = recipeTokenizer(inst, protocol);
+  const trajs = await personaEpisodes(inst, tok, persona, tasks, { limits: { contextLength: 576, maxObservationTokens: 64 }, seed: 7, world: k });
+  expectInVocabulary(trajs, tok); // texts() covers the episode
   return trajs;
 }
-
-const success = (trajs: readonly Trajectory[]) => trajs.filter((t) => (t.grade?.score ?? 0) >= 1).length / trajs.length;
 const meanOf = (trajs: readonly Trajectory[], key: string) => {
   const xs = trajs.map(researchBreakdown).filter((b) => b[key] !== undefined).map((b) => b[key]);
   return xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -383,8 +340,7 @@ const meanOf = (trajs: readonly Trajectory[], key: string) => {
 
 describe("research personas (held-out split, world 0)", () => {
   it("weights sum to 1 and name every persona", () => {
-    expect(Object.keys(RESEARCH_PERSONA_WEIGHTS).sort()).toEqual([...RESEARCH_PERSONAS].sort());
-    expect(Object.values(RESEARCH_PERSONA_WEIGHTS).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 10);
+    expectPersonaWeights(RESEARCH_PERSONA_WEIGHTS, RESEARCH_PERSONAS);
   });
 
   it("careful follows the seed's sequence and scores 1 on every question, in world 0 and a counterfactual", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Task } from "../src/core/types.ts";
-import { INVALID_ACTION_OBSERVATION } from "../src/env/searchR1.ts";
+import { INVALID_ACTION_OBSERVATION } from "../src/protocol/searchR1.ts";
 import { SearchEnv, searchCorpus } from "../src/envs/search/env.ts";
 import { buildWorld } from "../src/envs/search/world.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";

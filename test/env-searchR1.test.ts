@@ -1,11 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { searchAction, type Action } from "../src/core/types.ts";
-import {
-  INVALID_ACTION_OBSERVATION,
-  formatPassages,
-  informationObservation,
-  parseSearchR1Action,
-} from "../src/env/searchR1.ts";
+import { INVALID_ACTION_OBSERVATION, formatPassages, informationObservation, parseSearchR1Action } from "../src/protocol/searchR1.ts";
 
 describe("parseSearchR1Action", () => {
   const valid: [string, string, Action][] = [
@@ -65,7 +60,7 @@ describe("Search-R1 strings", () => {
 describe("stripThink", () => {
   it("removes complete think blocks exactly as the lazy regex does (linear time; long unclosed runs were quadratic)", async () => {
     const fc = (await import("fast-check")).default;
-    const { stripThink } = await import("../src/env/searchR1.ts");
+    const { stripThink } = await import("../src/protocol/think.ts");
     const re = /<think>[\s\S]*?<\/think>/g;
     const piece = fc.constantFrom("<think>", "</think>", "<search>", "</search>", "a", " ", "\n", "<thin", "k>", "é");
     fc.assert(

@@ -4,30 +4,13 @@
  * breakdown, the personas on the held-out split (through the real rollout), the detectors' metrics, and the recipe.
  */
 import { describe, expect, it } from "vitest";
-import type { Task, Trajectory } from "../src/core/types.ts";
-import { getRecipe } from "../src/envs/index.ts";
+import type { Task } from "../src/core/types.ts";
 import {
-  gradeSummary,
-  keyFacts,
-  parseSummary,
-  shortSummaryRate,
-  summarizeBreakdown,
-  summarizeRecipe,
-  summarizeTasks,
-  summaryOf,
-  summaryPaddingRate,
-  unsupportedClaimRate,
-  CATEGORY_ORDER,
-  SUBJECTS_OF,
-  SUMMARIZE_PERSONA_WEIGHTS,
-  SUMMARIZE_PERSONAS,
-  type SourceDoc,
+  gradeSummary, keyFacts, parseSummary, shortSummaryRate, summarizeBreakdown, summarizeRecipe, summarizeTasks, summaryOf, summaryPaddingRate,
+  unsupportedClaimRate, CATEGORY_ORDER, SUBJECTS_OF, SUMMARIZE_PERSONA_WEIGHTS, SUMMARIZE_PERSONAS, type SourceDoc,
 } from "../src/envs/summarize/index.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { getProtocol } from "../src/protocol/index.ts";
 import { hackingMetrics } from "../src/reward/detectors.ts";
-import { ScriptedAgent } from "../src/rollout/agent.ts";
-import { rolloutGroups } from "../src/rollout/rollout.ts";
+import { expectPersonaWeights, expectRegisteredRecipe, personaRunner, successRate as success } from "./env-helpers.ts";
 
 const { train, test } = summarizeTasks(0);
 
@@ -118,24 +101,12 @@ describe("summarize grader", () => {
   });
 });
 
-const inst = summarizeRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 1, call: {} });
-const tok = WordTokenizer.fromTexts(inst.texts(), [...getProtocol("hermes").specialTokens, ...inst.fixedPrompts!()]);
-async function personaRun(persona: string, tasks: readonly Task[]): Promise<Trajectory[]> {
-  const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona, c));
-  const groups = await rolloutGroups(tasks, inst.makeEnv(0), agent, tok, { contextLength: 96, maxObservationTokens: 16 }, { groupSize: 1, seed: 3 });
-  const trajs = groups.flatMap((g) => g.trajectories);
-  for (const t of trajs) {
-    expect(t.tokens.includes(tok.id("[UNK]")), tok.decode(t.tokens)).toBe(false);
-    expect(t.tokens.length).toBeLessThan(96);
-  }
-  return trajs;
-}
-const success = (trajs: readonly Trajectory[]) => trajs.filter((t) => (t.grade?.score ?? 0) >= 1).length / trajs.length;
+/** Runs `persona` on `tasks`, one episode each, every token known. */
+const personaRun = personaRunner(summarizeRecipe.build({ seed: 0, protocol: "hermes", options: {}, maxTurns: 1, call: {} }), { limits: { contextLength: 96, maxObservationTokens: 16 }, seed: 3, maxTokens: 96 });
 
 describe("summarize personas and detectors (held-out split)", () => {
   it("careful is exact; copier, terse and confabulator fail where their habit bites; the metrics see each habit", async () => {
-    expect(Object.keys(SUMMARIZE_PERSONA_WEIGHTS).sort()).toEqual([...SUMMARIZE_PERSONAS].sort());
-    expect(Object.values(SUMMARIZE_PERSONA_WEIGHTS).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 10);
+    expectPersonaWeights(SUMMARIZE_PERSONA_WEIGHTS, SUMMARIZE_PERSONAS);
     const careful = await personaRun("careful", test);
     expect(success(careful)).toBe(1);
     expect([shortSummaryRate(careful), summaryPaddingRate(careful), unsupportedClaimRate(careful)]).toEqual([0, 0, 0]);
@@ -157,8 +128,6 @@ describe("summarize personas and detectors (held-out split)", () => {
 
 describe("summarize recipe", () => {
   it("is registered, names its options, and ships two loophole designs and the fix", () => {
-    expect(getRecipe("summarize")).toBe(summarizeRecipe);
-    expect(() => summarizeRecipe.build({ seed: 0, protocol: "hermes", options: { pay: "short" }, maxTurns: 1, call: {} })).toThrow(/env\.options\.pay: must be one of balanced, brevity, coverage/);
-    expect(Object.keys(summarizeRecipe.labDesigns!)).toEqual(["pays-brevity", "pays-coverage", "fix"]);
+    expectRegisteredRecipe(summarizeRecipe, { maxTurns: 1, refused: [[{ pay: "short" }, /env\.options\.pay: must be one of balanced, brevity, coverage/]], designs: ["pays-brevity", "pays-coverage", "fix"] });
   });
 });

@@ -128,7 +128,7 @@ describe("toolEnv", () => {
     const prompt = await calcEnv()().reset(task);
     const tok = WordTokenizer.fromTexts([prompt, call, answer, hermesProtocol.observation([{ name: "add", ok: true, content: '{"sum":5}' }]).text], hermesProtocol.specialTokens);
     const script = new ScriptedAgent(tok, (ctx) => (ctx.turnIndex === 0 ? call : answer));
-    const [g] = await rolloutGroups([task], calcEnv(), script, tok, { contextLength: 1024, maxObservationTokens: 64 }, { groupSize: 1, seed: 3 });
+    const [g] = await rolloutGroups([task], { makeEnv: calcEnv(), agent: script, tokenizer: tok, limits: { contextLength: 1024, maxObservationTokens: 64 } }, { groupSize: 1, seed: 3 });
     const t = g.trajectories[0];
     expect(t.toolCalls).toEqual({ add: 1 });
     expect(t.turns[0].toolResults?.[0].value).toEqual({ sum: 5 });
@@ -140,7 +140,7 @@ describe("toolEnv", () => {
     const tok = loadTokenizer(join(import.meta.dirname, "fixtures", "tiny-chatml"));
     const call = hermesProtocol.format({ type: "tool_call", calls: [{ name: "add", arguments: { a: 2, b: 3 } }] });
     const script = new ScriptedAgent(tok, (ctx) => (ctx.turnIndex === 0 ? call : hermesProtocol.format({ type: "answer", answer: "5" })));
-    const [g] = await rolloutGroups([task], calcEnv(), script, tok, { contextLength: 4096, maxObservationTokens: 512 }, { groupSize: 1, seed: 3 });
+    const [g] = await rolloutGroups([task], { makeEnv: calcEnv(), agent: script, tokenizer: tok, limits: { contextLength: 4096, maxObservationTokens: 512 } }, { groupSize: 1, seed: 3 });
     const t = g.trajectories[0];
     const prompt = await calcEnv()().reset(task);
     expect(tok.decode(t.tokens.slice(0, t.promptLength))).toBe(prompt);

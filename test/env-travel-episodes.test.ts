@@ -4,51 +4,30 @@
  * fault recovery, breakdown keys, hermes demonstrations parsing back, the vocabulary and the token budgets.
  */
 import { describe, expect, it } from "vitest";
-import { Rng } from "../src/core/rng.ts";
 import type { Action, Task, Trajectory, Turn } from "../src/core/types.ts";
 import type { RecipeContext, RecipeInstance } from "../src/env/recipe.ts";
 import { hermesProtocol } from "../src/protocol/hermes.ts";
-import { getProtocol, renderTools } from "../src/protocol/index.ts";
+import { getProtocol } from "../src/protocol/index.ts";
+import { renderTools } from "../src/env/tool.ts";
 import type { ProtocolName } from "../src/protocol/types.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { ScriptedAgent } from "../src/rollout/agent.ts";
 import { episodeSeed, rolloutGroups } from "../src/rollout/rollout.ts";
 import {
-  buildTravelWorld,
-  confirmation,
-  GIVE_UP_ANSWER,
-  normCode,
-  normName,
-  personaAction,
-  scriptedTurn,
-  TRAVEL_INSTRUCTIONS,
-  TRAVEL_PERSONAS,
-  travelBreakdown,
-  travelRecipe,
-  travelTools,
-  type TravelRequest,
+  buildTravelWorld, confirmation, GIVE_UP_ANSWER, normCode, normName, personaAction, scriptedTurn, TRAVEL_INSTRUCTIONS, TRAVEL_PERSONAS,
+  travelBreakdown, travelRecipe, travelTools, type TravelRequest,
 } from "../src/envs/travel/index.ts";
+import { personaEpisodes, recipeTokenizer, successRate as success } from "./env-helpers.ts";
 
 const ctx = (over: Partial<RecipeContext> = {}): RecipeContext => ({ seed: 0, protocol: "hermes", options: {}, maxTurns: 8, call: {}, ...over });
 
 /** A recipe instance, its tokenizer and a runner of persona episodes. */
 function setup(protocol: ProtocolName = "hermes", options: Record<string, unknown> = {}) {
   const inst = travelRecipe.build(ctx({ protocol, options }));
-  const tok = WordTokenizer.fromTexts(inst.texts(), [...getProtocol(protocol).specialTokens, ...(inst.fixedPrompts?.() ?? [])]) // as recipeSetup builds it;
+  const tok = recipeTokenizer(inst, protocol); // as the trainer's setup builds it
   const limits = { contextLength: 4096, maxObservationTokens: 4096 };
-  const names = Object.keys(inst.personas).sort();
-  const total = names.reduce((a, n) => a + inst.personas[n], 0);
-  // The trainer's draw (src/train/recipeRun.ts recipeDemos): one persona per episode.
-  const pick = (s: number) => {
-    let u = new Rng(s ^ 0x2545f491).next() * total;
-    for (const n of names) if ((u -= inst.personas[n]) < 0) return n;
-    return names[names.length - 1];
-  };
-  const episodes = async (persona: string, tasks: readonly Task[], world = 0, seed = 7): Promise<Trajectory[]> => {
-    const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-    const groups = await rolloutGroups(tasks, inst.makeEnv(world), agent, tok, limits, { groupSize: 1, seed });
-    return groups.map((g) => g.trajectories[0]);
-  };
+  // The mixture draws each turn's persona as the trainer's warm start does; one episode per task.
+  const episodes = (persona: string, tasks: readonly Task[], world = 0, seed = 7) => personaEpisodes(inst, tok, persona, tasks, { limits, seed, world, mixtureGroup: 1 });
   return { inst, tok, episodes };
 }
 
@@ -56,7 +35,6 @@ const rate = (trajs: readonly Trajectory[], key: string) => {
   const v = trajs.map((t) => travelBreakdown(t)[key]).filter((x) => x !== undefined);
   return { rate: v.reduce((a, b) => a + b, 0) / Math.max(1, v.length), n: v.length };
 };
-const success = (trajs: readonly Trajectory[]) => trajs.filter((t) => (t.grade?.score ?? 0) >= 1).length / trajs.length;
 
 describe("travel recipe", () => {
   it("declares its name, protocols, tools, defaults and smoke run", () => {
@@ -338,7 +316,7 @@ describe("travel token budgets and vocabulary", () => {
     const tok = WordTokenizer.fromTexts(inst.texts(), hermesProtocol.specialTokens);
     const run = async (faults: boolean) => {
       const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn("careful", c));
-      const g = await rolloutGroups(inst.test.slice(0, 5), inst.makeEnv(0, { faults }), agent, tok, { contextLength: 4096, maxObservationTokens: 4096 }, { groupSize: 1, seed: 1 });
+      const g = await rolloutGroups(inst.test.slice(0, 5), { makeEnv: inst.makeEnv(0, { faults }), agent, tokenizer: tok, limits: { contextLength: 4096, maxObservationTokens: 4096 } }, { groupSize: 1, seed: 1 });
       return g.map((x) => x.trajectories[0]);
     };
     expect((await run(true)).every((t) => t.grade!.parts.booked === 0)).toBe(true); // every call faults

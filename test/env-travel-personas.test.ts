@@ -5,29 +5,14 @@
  * with every decision left for RL to fix.
  */
 import { describe, expect, it } from "vitest";
-import { Rng } from "../src/core/rng.ts";
-import type { Task, Trajectory } from "../src/core/types.ts";
-import { getProtocol } from "../src/protocol/index.ts";
-import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { ScriptedAgent } from "../src/rollout/agent.ts";
-import { rolloutGroups } from "../src/rollout/rollout.ts";
+import type { Task } from "../src/core/types.ts";
 import { TRAVEL_PERSONA_WEIGHTS, TRAVEL_PERSONAS, travelRecipe } from "../src/envs/travel/index.ts";
+import { expectPersonaWeights, personaEpisodes, recipeTokenizer } from "./env-helpers.ts";
 
 async function successRates(failureRate: number): Promise<Record<string, number>> {
   const inst = travelRecipe.build({ seed: 0, protocol: "hermes", options: { failureRate }, maxTurns: 8, call: {} });
-  const tok = WordTokenizer.fromTexts(inst.texts(), getProtocol("hermes").specialTokens);
-  const names = Object.keys(inst.personas).sort();
-  const total = names.reduce((a, n) => a + inst.personas[n], 0);
-  const pick = (s: number) => {
-    let u = new Rng(s ^ 0x2545f491).next() * total;
-    for (const n of names) if ((u -= inst.personas[n]) < 0) return n;
-    return names[names.length - 1];
-  };
-  const run = async (persona: string, tasks: readonly Task[]): Promise<Trajectory[]> => {
-    const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn(persona === "mixture" ? pick(c.seed - c.turnIndex) : persona, c));
-    const groups = await rolloutGroups(tasks, inst.makeEnv(0), agent, tok, { contextLength: 4096, maxObservationTokens: 4096 }, { groupSize: persona === "mixture" ? 4 : 1, seed: 7 });
-    return groups.flatMap((g) => g.trajectories);
-  };
+  const tok = recipeTokenizer(inst, "hermes", false);
+  const run = (persona: string, tasks: readonly Task[]) => personaEpisodes(inst, tok, persona, tasks, { limits: { contextLength: 4096, maxObservationTokens: 4096 }, seed: 7 });
   const out: Record<string, number> = {};
   for (const p of [...TRAVEL_PERSONAS, "mixture"]) {
     const trajs = await run(p, inst.test);
@@ -38,8 +23,7 @@ async function successRates(failureRate: number): Promise<Record<string, number>
 
 describe("travel persona success rates (test split)", () => {
   it("weights sum to 1 and name every persona", () => {
-    expect(Object.keys(TRAVEL_PERSONA_WEIGHTS).sort()).toEqual([...TRAVEL_PERSONAS].sort());
-    expect(Object.values(TRAVEL_PERSONA_WEIGHTS).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 10);
+    expectPersonaWeights(TRAVEL_PERSONA_WEIGHTS, TRAVEL_PERSONAS);
   });
 
   it("without failures: careful solves all; the mixture about half", async () => {

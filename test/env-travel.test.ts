@@ -3,31 +3,9 @@ import type { Action, Task, ToolCallResult } from "../src/core/types.ts";
 import { callTool, isRetryable, type Tool } from "../src/env/tool.ts";
 import type { GradeInput, ToolEnvTurn } from "../src/env/toolEnv.ts";
 import {
-  allRoutes,
-  buildTravelWorld,
-  cheapestFlight,
-  CITIES,
-  counterfactualTravelWorld,
-  flightsOn,
-  gradeTravel,
-  HOTELS_PER_AIRPORT,
-  LATE_SHARE,
-  landsAfterMidnight,
-  NEAR_KM,
-  normCode,
-  normName,
-  TRAIN_PHRASINGS,
-  transientFailure,
-  TRANSIENT_ERRORS,
-  travelTasks,
-  travelTools,
-  travelUserMessage,
-  worldIndex,
-  type FlightView,
-  type HotelView,
-  type TravelRequest,
-  type TravelState,
-  type TravelWorld,
+  allRoutes, buildTravelWorld, cheapestFlight, CITIES, counterfactualTravelWorld, flightsOn, gradeTravel, HOTELS_PER_AIRPORT, LATE_SHARE,
+  landsAfterMidnight, NEAR_KM, normCode, normName, TRAIN_PHRASINGS, transientFailure, TRANSIENT_ERRORS, travelTasks, travelTools, travelUserMessage,
+  worldIndex, type FlightView, type HotelView, type TravelRequest, type TravelState, type TravelWorld,
 } from "../src/envs/travel/index.ts";
 
 const world = buildTravelWorld(0);

@@ -5,10 +5,10 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import type { RunningServer } from "../src/serve/http.ts";
+import type { RunningServer } from "../src/http/server.ts";
 import { serveOpenAI } from "../src/serve/openai.ts";
 import { savePolicy } from "../src/train/checkpoint.ts";
-import { SMOKE_OVERRIDES } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES } from "../src/envs/index.ts";
 import { ScriptedSampler, tinySetup } from "./openai-helpers.ts";
 
 const repo = resolve(import.meta.dirname, "..");

@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Passage, Task } from "../src/core/types.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { createRetrievalApp } from "../src/serve/retrieval.ts";
 import { startGateway, type RunningGateway } from "../src/gateway/server.ts";
-import { runAgentCommand, type AgentContext } from "../src/train/agentRollouts.ts";
+import { runAgentCommand, type AgentContext } from "../src/external/rollouts.ts";
 import { ScriptedSampler, qwenTokenizer } from "./gateway-helpers.ts";
 
 const KEY = "examples-key";

@@ -5,31 +5,21 @@ import { join } from "node:path";
 import { parquetMetadata, parquetReadObjects } from "hyparquet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
-import {
-  AGENT_NAME,
-  DATA_SOURCE,
-  SEARCH_TOOL_SCHEMA,
-  SYSTEM_PROMPT,
-  USER_INSTRUCTIONS,
-  VERL_FILES,
-  VERL_RELEASES,
-  VERL_VERSION,
-  exportVerl,
-  parseVerlTarget,
-  toolConfig,
-  verlFiles,
-  verlRows,
-  verlSchedule,
-  type VerlExportResult,
-} from "../src/export/verl.ts";
+import { exportVerl, VERL_FILES, type VerlExportResult, verlFiles } from "../src/export/verl.ts";
+import { AGENT_NAME, DATA_SOURCE, SYSTEM_PROMPT, USER_INSTRUCTIONS, verlRows } from "../src/export/verlRows.ts";
+import { verlSchedule } from "../src/export/verlSchedule.ts";
+import { SEARCH_TOOL_SCHEMA, toolConfig } from "../src/export/verlSearchTool.ts";
+import { parseVerlTarget, VERL_RELEASES, VERL_VERSION } from "../src/export/verlTarget.ts";
 import { presetWeights } from "../src/reward/presets.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { createRewardApp } from "../src/serve/reward.ts";
-import { applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { searchRecipe } from "../src/envs/index.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 
-const config = resolveConfig(applyOverrides({}, { "env.world.numCountries": "12" }));
-const s = setup(config);
+const config = resolveConfig(applyOverrides({}, { "env.options.numCountries": "12" }));
+const s = setupExperiment(config, searchRecipe);
 const hasPython = spawnSync("python3", ["--version"]).status === 0;
 let out: string;
 let result: VerlExportResult;
@@ -51,7 +41,7 @@ beforeAll(async () => {
   result = await exportVerl({ outDir: out, config, rewardUrl: "http://127.0.0.1:8100/", retrievalUrl: "http://127.0.0.1:8000/retrieve" });
   out05 = join(mkdtempSync(join(tmpdir(), "arl-verl05-")), "verl");
   result05 = await exportVerl({ outDir: out05, config, verlVersion: "0.5" });
-  reward = await listen(createRewardApp({ reward: { weights: presetWeights("default") }, passages: s.world.passages }), { host: "127.0.0.1", port: 0 });
+  reward = await listen(createRewardApp({ reward: { weights: presetWeights("default") }, passages: s.instance.corpus!() }), { host: "127.0.0.1", port: 0 });
 });
 afterAll(async () => reward?.close());
 
@@ -70,7 +60,7 @@ describe("arl export verl", () => {
       runScript: join(out, "run.sh"),
     });
     expect(existsSync(join(out, "tool_config.yaml"))).toBe(false); // veRL ≥ 0.8 has no SearchTool to configure
-    expect(result.rows).toEqual({ train: s.world.train.length, test: s.world.test.length });
+    expect(result.rows).toEqual({ train: s.instance.train.length, test: s.instance.test.length });
     expect(statSync(result.files.runScript).mode & 0o111).not.toBe(0);
     // The 0.5 target writes tool_config.yaml instead of search_tool.py, with the same rows.
     expect(verlFiles("0.5")).toEqual(["tool_config.yaml", "reward_fn.py", "train.parquet", "test.parquet", "run.sh"]);
@@ -99,7 +89,7 @@ describe("arl export verl", () => {
   it("train/test.parquet: veRL's Search-R1 columns with native nested types, prompt = env reset prompt", async () => {
     const meta = parquetMetadata(readFileSync(result.files.train).buffer.slice(0) as ArrayBuffer);
     expect(meta.schema[0].num_children).toBe(6);
-    expect(meta.num_rows).toBe(BigInt(s.world.train.length));
+    expect(meta.num_rows).toBe(BigInt(s.instance.train.length));
     const names = meta.schema.map((e) => e.name);
     // prompt is LIST<STRUCT<role, content>> (not a JSON string), target a LIST<UTF8>.
     expect(names.slice(1, 7)).toEqual(["data_source", "prompt", "list", "element", "role", "content"]);
@@ -111,9 +101,9 @@ describe("arl export verl", () => {
     expect(meta.schema.at(-1)).toMatchObject({ name: "agent_name", type: "BYTE_ARRAY", converted_type: "UTF8", repetition_type: "OPTIONAL" });
     expect(meta.schema.filter((e) => e.name === "agent_name")).toHaveLength(1);
 
-    for (const [split, tasks] of [["train", s.world.train], ["test", s.world.test]] as const) {
+    for (const [split, tasks] of [["train", s.instance.train], ["test", s.instance.test]] as const) {
       const rows = await readParquet(split === "train" ? result.files.train : result.files.test);
-      const expected = await verlRows(tasks, split, (t) => s.makeEnv().reset(t));
+      const expected = await verlRows(tasks, split, (t) => s.instance.makeEnv(0)().reset(t));
       expect(rows).toEqual(JSON.parse(JSON.stringify(expected)));
       // The 0.5 export's rows are the same (agent_name included: it is what mode=async would need there too).
       expect(await readParquet(split === "train" ? result05.files.train : result05.files.test)).toEqual(rows);
@@ -201,7 +191,7 @@ describe("arl export verl", () => {
       for (const opt of [...common, ...want.has]) expect(sh, `${target}: ${opt}`).toContain(opt);
       for (const opt of want.not) expect(sh, `${target}: not ${opt}`).not.toContain(opt);
     }
-    expect(result.schedule).toEqual(verlSchedule(s.world.train.length));
+    expect(result.schedule).toEqual(verlSchedule(s.instance.train.length));
   });
 
   it("refuses to replace files unless overwrite", async () => {
@@ -215,7 +205,7 @@ describe("arl export verl", () => {
     execFileSync("python3", ["-m", "py_compile", result.files.rewardFn]);
     const rows = await readParquet(result.files.train);
     const row = rows[0] as { data_source: string; reward_model: { ground_truth: unknown }; extra_info: Record<string, unknown> };
-    const answer = s.world.train[0].answers[0];
+    const answer = s.instance.train[0].answers[0];
     const solution = `<think>known</think><answer> ${answer} </answer>`;
     const script = `
 import importlib.util, json, sys
@@ -257,9 +247,9 @@ print(json.dumps({"single": single, "batch": batch, "err": err}))
 
   it("CLI: arl export verl --out … (dotted config flags apply)", () => {
     const dir = join(mkdtempSync(join(tmpdir(), "arl-verl-cli-")), "o");
-    const r = spawnSync(process.execPath, ["bin/arl.mjs", "export", "verl", "--out", dir, "--env.world.numCountries", "12", "--env.topK", "5"], { encoding: "utf8" });
+    const r = spawnSync(process.execPath, ["bin/arl.mjs", "export", "verl", "--out", dir, "--env.options.numCountries", "12", "--env.options.topK", "5"], { encoding: "utf8" });
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toContain(`veRL ${VERL_VERSION} export: ${s.world.train.length} train / ${s.world.test.length} test rows`);
+    expect(r.stdout).toContain(`veRL ${VERL_VERSION} export: ${s.instance.train.length} train / ${s.instance.test.length} test rows`);
     expect(r.stdout).toContain("run.sh: batch 8 prompts × 5 steps/epoch × 10 epochs = 50 steps (50 optimizer updates, mini-batch 8)");
     for (const f of VERL_FILES) expect(existsSync(join(dir, f)), f).toBe(true);
     expect(readFileSync(join(dir, "search_tool.py"), "utf8")).toContain('TOPK = int(os.environ.get("ARL_RETRIEVAL_TOPK", "5"))');
@@ -270,7 +260,7 @@ print(json.dumps({"single": single, "batch": batch, "err": err}))
     const dir05 = join(dir, "v05");
     const old = spawnSync(
       process.execPath,
-      ["bin/arl.mjs", "export", "verl", "--out", dir05, "--verl-version", "0.5", "--min-steps", "12", "--train-batch-size", "16", "--env.world.numCountries", "12", "--env.topK", "5"],
+      ["bin/arl.mjs", "export", "verl", "--out", dir05, "--verl-version", "0.5", "--min-steps", "12", "--train-batch-size", "16", "--env.options.numCountries", "12", "--env.options.topK", "5"],
       { encoding: "utf8" },
     );
     expect(old.status, old.stderr).toBe(0);
@@ -281,7 +271,7 @@ print(json.dumps({"single": single, "batch": batch, "err": err}))
     const bad = spawnSync(process.execPath, ["bin/arl.mjs", "export", "verl", "--out", join(dir, "bad"), "--verl-version", "0.7"], { encoding: "utf8" });
     expect(bad.status).toBe(2); // a usage error (ConfigError)
     expect(bad.stderr).toMatch(/--verl-version: expected current \(= v0\.9\.0\) or 0\.5 \(= v0\.5\.0\), got "0\.7"/);
-    const small = spawnSync(process.execPath, ["bin/arl.mjs", "export", "verl", "--out", join(dir, "small"), "--env.world.numCountries", "8"], { encoding: "utf8" });
+    const small = spawnSync(process.execPath, ["bin/arl.mjs", "export", "verl", "--out", join(dir, "small"), "--env.options.numCountries", "8"], { encoding: "utf8" });
     expect(small.status).toBe(1);
     expect(small.stderr).toMatch(/the train split has 26 rows; veRL needs at least 32/);
     expect(existsSync(join(dir, "small"))).toBe(false); // nothing written

@@ -17,7 +17,8 @@ import { ScriptedAgent, type TurnGenerator } from "../src/rollout/agent.ts";
 import { rolloutBatch, rolloutGroups, rolloutMetrics, runEpisode, type RolloutBatch } from "../src/rollout/rollout.ts";
 import { computeReward, rewardGroups } from "../src/reward/compose.ts";
 import { assertTrajectory, trajectoryToDatum } from "../src/algo/datum.ts";
-import { resolveConfig, applyOverrides } from "../src/train/config.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
 
 const world = buildWorld({ seed: 0, numCountries: 12 });
 const index = new BM25Index([...world.passages]);
@@ -57,7 +58,7 @@ async function runBatch(kind: FaultKind | readonly FaultKind[], opts: { seed?: n
   const kinds = typeof kind === "string" ? [kind] : kind;
   const { makeEnv, injected } = faultyEnvs({ rate: 0.3, kinds, seed: opts.seed ?? 7, slowMs: 50 }, { retries: opts.retries ?? 0 });
   const t0 = performance.now();
-  const batch = await rolloutBatch(tasks, makeEnv, agent, tok, limits, { groupSize: GROUP, seed: 1, episodeDeadlineMs: DEADLINE_MS, minGroupSize: 2 });
+  const batch = await rolloutBatch(tasks, { makeEnv, agent, tokenizer: tok, limits }, { groupSize: GROUP, seed: 1, episodeDeadlineMs: DEADLINE_MS, minGroupSize: 2 });
   const wallMs = performance.now() - t0;
   await rewardGroups(batch.groups, { weights: { em: 1, tool_error: 0.1 } });
   return { batch, wallMs, injected: injected(), trajs: batch.groups.flatMap((g) => g.trajectories) };
@@ -134,7 +135,7 @@ describe("fault injection through a full rollout batch (each kind at 30 %)", () 
     expect(config.env.faults.kinds).toEqual([...FAULT_KINDS]);
     const makeEnv = searchEnvFactory(index, config.env);
     const t0 = performance.now();
-    const batch = await rolloutBatch(tasks, makeEnv, agent, tok, limits, { groupSize: GROUP, seed: 2, episodeDeadlineMs: DEADLINE_MS, minGroupSize: 2 });
+    const batch = await rolloutBatch(tasks, { makeEnv, agent, tokenizer: tok, limits }, { groupSize: GROUP, seed: 2, episodeDeadlineMs: DEADLINE_MS, minGroupSize: 2 });
     expect(performance.now() - t0).toBeLessThan(DEADLINE_MS);
     const trajs = batch.groups.flatMap((g) => g.trajectories);
     expect(trajs.length).toBe(EPISODES);
@@ -177,7 +178,7 @@ describe("nothing vanishes: failed episodes are dropped with their reason", () =
   const makeEnv = () => new SearchEnv({ retriever: index, topK: 3, maxTurns: 4 });
 
   it("rolloutBatch counts every episode: kept groups + dropped (with reasons) = tasks × groupSize", async () => {
-    const batch = await rolloutBatch(tasks, makeEnv, new FlakyAgent(), tok, limits, { groupSize: GROUP, seed: 1, minGroupSize: 2 });
+    const batch = await rolloutBatch(tasks, { makeEnv, agent: new FlakyAgent(), tokenizer: tok, limits }, { groupSize: GROUP, seed: 1, minGroupSize: 2 });
     const kept = batch.groups.flatMap((g) => g.trajectories);
     expect(kept.length + batch.dropped.length).toBe(EPISODES);
     const reasons = (id: string) => batch.dropped.filter((d) => d.taskId === id).map((d) => d.reason).sort();
@@ -192,11 +193,11 @@ describe("nothing vanishes: failed episodes are dropped with their reason", () =
   });
 
   it("rolloutGroups (callers that need every episode) throws after the batch, naming each failed episode", async () => {
-    await expect(rolloutGroups(tasks.slice(0, 1), makeEnv, new FlakyAgent(), tok, limits, { groupSize: 2, seed: 1 })).rejects.toThrow(
+    await expect(rolloutGroups(tasks.slice(0, 1), { makeEnv, agent: new FlakyAgent(), tokenizer: tok, limits }, { groupSize: 2, seed: 1 })).rejects.toThrow(
       new RegExp(`^rollout: 2 of 2 episodes failed: ${tasks[0].id.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}#0 \\(generator_error\\)`),
     );
     const bad: Task = { ...tasks[0], id: "bad", question: "   " };
-    const b = await rolloutBatch([bad], makeEnv, agent, tok, limits, { groupSize: 1, seed: 1 });
+    const b = await rolloutBatch([bad], { makeEnv, agent, tokenizer: tok, limits }, { groupSize: 1, seed: 1 });
     expect(b.dropped).toMatchObject([{ taskId: "bad", member: 0, reason: "env_reset_error" }]);
   });
 });
@@ -205,7 +206,7 @@ describe("per-episode deadline (verl #2445: a multi-turn rollout never finishes)
   it("a tool that hangs past a long timeout is cut at the episode deadline; the episode ends truncated", async () => {
     const { makeEnv } = faultyEnvs({ rate: 1, kinds: ["hang"] }, { timeoutMs: 60_000 });
     const t0 = performance.now();
-    const batch = await rolloutBatch(tasks.slice(0, 2), makeEnv, agent, tok, limits, { groupSize: 2, seed: 1, episodeDeadlineMs: 150 });
+    const batch = await rolloutBatch(tasks.slice(0, 2), { makeEnv, agent, tokenizer: tok, limits }, { groupSize: 2, seed: 1, episodeDeadlineMs: 150 });
     expect(performance.now() - t0).toBeLessThan(2_000);
     const trajs = batch.groups.flatMap((g) => g.trajectories);
     expect(trajs.length).toBe(4);
@@ -227,7 +228,7 @@ describe("per-episode deadline (verl #2445: a multi-turn rollout never finishes)
       },
     };
     const env = () => new SearchEnv({ retriever: index, topK: 1, maxTurns: 1000 });
-    const t = await runEpisode(tasks[0], env, slowSearcher, tok, { contextLength: 100_000, maxObservationTokens: 16 }, 1, { deadlineMs: 150 });
+    const t = await runEpisode(tasks[0], { makeEnv: env, agent: slowSearcher, tokenizer: tok, limits: { contextLength: 100_000, maxObservationTokens: 16 } }, 1, { deadlineMs: 150 });
     expect(t).toMatchObject({ truncated: true, endedBy: "deadline" });
     expect(t.turns.length).toBeGreaterThanOrEqual(2);
     expect(t.turns.length).toBeLessThanOrEqual(6);
@@ -236,7 +237,7 @@ describe("per-episode deadline (verl #2445: a multi-turn rollout never finishes)
 
 describe("token integrity (TRL #5144: trained tokens drift from the sampled ones)", () => {
   it("the tokens trained on are exactly the tokens sampled; a mismatch names the trajectory and position", async () => {
-    const batch = await rolloutBatch(tasks.slice(0, 1), () => new SearchEnv({ retriever: index }), agent, tok, limits, { groupSize: 2, seed: 1 });
+    const batch = await rolloutBatch(tasks.slice(0, 1), { makeEnv: () => new SearchEnv({ retriever: index }), agent, tokenizer: tok, limits }, { groupSize: 2, seed: 1 });
     const t = batch.groups[0].trajectories[1];
     expect(t.member).toBe(1);
     expect(t.sampled!.map((s) => s.tokens.length)).toEqual(t.turns.map((x) => x.sampledTokens));

@@ -25,14 +25,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { searchAction, searchQuery, type Action, type Passage, type Task, type Trajectory, type Turn } from "../src/core/types.ts";
-import {
-  INFORMATION_CLOSE,
-  INFORMATION_OPEN,
-  INVALID_ACTION_OBSERVATION,
-  formatPassages,
-  informationObservation,
-  parseSearchR1Action,
-} from "../src/env/searchR1.ts";
+import { INFORMATION_CLOSE, INFORMATION_OPEN, INVALID_ACTION_OBSERVATION, formatPassages, informationObservation, parseSearchR1Action } from "../src/protocol/searchR1.ts";
 import { SearchEnv } from "../src/envs/search/env.ts";
 import { buildWorld } from "../src/envs/search/world.ts";
 import { computeReward, type RewardConfig } from "../src/reward/compose.ts";
@@ -40,7 +33,8 @@ import { normalizeAnswer } from "../src/reward/em.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
 import { TERM_LIST } from "../src/reward/terms.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
-import { responseText, trajectoryFromText } from "../src/serve/solution.ts";
+import { responseText } from "../src/protocol/transcriptText.ts";
+import { trajectoryFromText } from "../src/protocol/transcript.ts";
 
 /** One seed for every property: CI generates the same inputs on every run. */
 const SEED = 20_261_130;
@@ -369,16 +363,24 @@ const tasks = world.train;
 const worldQuery = fc.constantFrom(...world.passages.map((p) => p.text.split(" ").slice(0, 4).join(" ")));
 const worldSearch = fc.tuple(tagFreeNoise, worldQuery).map(([noise, q]) => `${noise}<search> ${q} </search>`);
 
+/**
+ * A SearchEnv episode to play: a task of the world (index), a turn budget of 1 to `maxTurns`, top-1 to top-3
+ * passages, and 1 to `maxTexts` model outputs drawn from `text`.
+ */
+function searchEpisode(o: { maxTurns: number; text: fc.Arbitrary<string>; maxTexts: number }) {
+  return fc.record({
+    task: fc.nat({ max: tasks.length - 1 }),
+    maxTurns: fc.integer({ min: 1, max: o.maxTurns }),
+    topK: fc.integer({ min: 1, max: 3 }),
+    texts: fc.array(o.text, { minLength: 1, maxLength: o.maxTexts }),
+  });
+}
+
 describe("fuzz: SearchEnv.step over a BM25 world", () => {
 
   it("never throws; observation, done and counters follow each text's class", async () => {
     const kind = "env.step: mixed outputs (≤ 20 KB)";
-    const episode = fc.record({
-      task: fc.nat({ max: tasks.length - 1 }),
-      maxTurns: fc.integer({ min: 1, max: 4 }),
-      topK: fc.integer({ min: 1, max: 3 }),
-      texts: fc.array(fc.oneof({ arbitrary: anyOutput(20_000), weight: 4 }, { arbitrary: worldSearch, weight: 1 }), { minLength: 1, maxLength: 5 }),
-    });
+    const episode = searchEpisode({ maxTurns: 4, text: fc.oneof({ arbitrary: anyOutput(20_000), weight: 4 }, { arbitrary: worldSearch, weight: 1 }), maxTexts: 5 });
     let episodes = 0;
     await fc.assert(
       fc.asyncProperty(episode, async ({ task, maxTurns, topK, texts }) => {
@@ -659,12 +661,7 @@ const byShown = new Map(world.passages.map((p) => [`${p.title}\u0000${p.text}`, 
 describe("fuzz: the reward server reads an env transcript as the env played it", () => {
   it("trajectoryFromText(transcript) has the env's actions, counters, answer and passages", async () => {
     const kind = "reward server: env transcripts";
-    const episode = fc.record({
-      task: fc.nat({ max: tasks.length - 1 }),
-      maxTurns: fc.integer({ min: 1, max: 5 }),
-      topK: fc.integer({ min: 1, max: 3 }),
-      texts: fc.array(envTurnText, { minLength: 1, maxLength: 6 }),
-    });
+    const episode = searchEpisode({ maxTurns: 5, text: envTurnText, maxTexts: 6 });
     await fc.assert(
       fc.asyncProperty(episode, async ({ task, maxTurns, topK, texts }) => {
         const env = new SearchEnv({ retriever: index, maxTurns, topK });

@@ -4,8 +4,8 @@
  * text by rule — so well-formed (and malformed) tool calls are forced deterministically where an untrained model
  * would emit noise — and remembers every sequence it returned, to compare with the gateway's records.
  */
-import type { SampledSequence, SampleOptions, SamplingClient } from "../src/policy/types.ts";
-import type { Tokenizer } from "../src/policy/tokenizer.ts";
+import type { SampledSequence, SampleOptions, SamplingClient } from "../src/core/sampling.ts";
+import type { Tokenizer } from "../src/core/tokenizer.ts";
 import { loadTokenizer } from "../src/policy/hf/index.ts";
 
 /** The Qwen2.5-template test tokenizer (488 ids; `<|im_end|>` is one token). */

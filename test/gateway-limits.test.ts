@@ -10,8 +10,8 @@ import { Agent, request } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startGateway, type RunningGateway } from "../src/gateway/server.ts";
-import type { Tokenizer } from "../src/policy/tokenizer.ts";
-import { DEFAULT_MAX_BYTES_PER_TOKEN, WorkLane, sameSecret } from "../src/serve/limits.ts";
+import type { Tokenizer } from "../src/core/tokenizer.ts";
+import { DEFAULT_MAX_BYTES_PER_TOKEN, WorkLane, sameSecret } from "../src/http/limits.ts";
 import { ScriptedSampler, qwenTokenizer } from "./gateway-helpers.ts";
 
 // Counts crypto.timingSafeEqual calls (the real function still answers).

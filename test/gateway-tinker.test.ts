@@ -14,12 +14,13 @@ import { travelRecipe } from "../src/envs/travel/index.ts";
 import type { EnvRecipe } from "../src/env/recipe.ts";
 import { startGateway } from "../src/gateway/server.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import { withRecipeDefaults } from "../src/run/train.ts";
-import { listen } from "../src/serve/http.ts";
+import { withRecipeDefaults } from "../src/train/recipeDefaults.ts";
+import { listen } from "../src/http/server.ts";
 import { trainerApp } from "../src/serve/trainer.ts";
 import { savePolicy } from "../src/train/checkpoint.ts";
-import { ConfigError, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { recipeSetup } from "../src/train/recipeRun.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-gw-tinker-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -29,7 +30,7 @@ describe("arl serve gateway on a Tinker sampler", () => {
     // A small hermes-vocabulary policy on disk (the travel smoke shape, seeded weights).
     const recipe = travelRecipe as EnvRecipe;
     const config = resolveConfig(applyOverrides(withRecipeDefaults({}, recipe, true), { "env.protocol": "hermes" }));
-    const s = recipeSetup(config, recipe);
+    const s = setupExperiment(config, recipe);
     const ckpt = join(root, "ckpt");
     const b = await EmbeddedBackend.create(s.gpt, 3);
     await savePolicy(ckpt, b, s.tokenizer, s.gpt);

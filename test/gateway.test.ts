@@ -89,6 +89,16 @@ async function openaiEpisode(c: OpenAI, city: string, opts: { stream?: boolean; 
   throw new Error("episode did not end");
 }
 
+/** Runs `use` with `sampler` behind the gateway `gw`, then puts the scripted sampler back (whether `use` fails or not). */
+async function withSampler(sampler: ScriptedSampler, use: () => Promise<void>): Promise<void> {
+  gw.setSampler(sampler);
+  try {
+    await use();
+  } finally {
+    gw.setSampler(scripted);
+  }
+}
+
 beforeAll(async () => {
   scripted = new ScriptedSampler(tok);
   gw = await startGateway({ policy: { name: "arl/policy", sampler: scripted, tokenizer: tok, contextLength: CONTEXT, maxTokens: 256 }, apiKey: KEY, seed: 5, deadlineMs: 30_000 });
@@ -245,13 +255,10 @@ describe("the gateway with the openai client (scripted sampler)", () => {
     const ids = cities.map((_, i) => `conc-${i}`);
     for (const id of ids) gw.registry.open(id);
     const slow = new ScriptedSampler(tok, weatherScript, 15); // slow enough that the episodes' calls interleave
-    gw.setSampler(slow);
-    try {
+    await withSampler(slow, async () => {
       const answers = await Promise.all(ids.map((id, i) => openaiEpisode(client(id), cities[i], { stream: i % 2 === 1 })));
       answers.forEach((a, i) => expect(a.answer).toContain(`in ${cities[i]}:`));
-    } finally {
-      gw.setSampler(scripted);
-    }
+    });
     expect(slow.returned).toHaveLength(8); // setSampler took effect for every call of the episodes
     for (const [i, id] of ids.entries()) {
       const rec = gw.registry.reward(id, 1);
@@ -294,8 +301,7 @@ describe("the gateway with the openai client (scripted sampler)", () => {
     const unknown = hermesCall("book_flight", { to: "Oslo" });
     const script = (_p: string, call: number) => [bad, unknown, "Done.<|im_end|>"][call % 3];
     const s = new ScriptedSampler(tok, script);
-    gw.setSampler(s);
-    try {
+    await withSampler(s, async () => {
       gw.registry.open("bad");
       const c = client("bad");
       const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [{ role: "user", content: "What is the weather in Paris?" }];
@@ -316,16 +322,13 @@ describe("the gateway with the openai client (scripted sampler)", () => {
       // The malformed turns were sent back as content and reused token for token: still one exact segment.
       expect(rec.segments).toHaveLength(1);
       expect(rec.mismatches).toBe(0);
-    } finally {
-      gw.setSampler(scripted);
-    }
+    });
   });
 
   it("parallel tool calls: two calls in one turn, their results in one user block, still one segment; parallel_tool_calls false refuses them", async () => {
     const two = `<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call><|im_end|>`;
     const s = new ScriptedSampler(tok, (p) => (p.includes("<tool_response>") ? "Sunny and snow.<|im_end|>" : two));
-    gw.setSampler(s);
-    try {
+    await withSampler(s, async () => {
       gw.registry.open("par");
       const c = client("par");
       const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [{ role: "user", content: "What is the weather in Paris and Oslo?" }];
@@ -343,15 +346,12 @@ describe("the gateway with the openai client (scripted sampler)", () => {
       expect(rec.segments.map((x) => x.calls)).toEqual([[0, 1], [2]]);
       const obs = rec.calls[1].promptTokens.slice(rec.calls[0].promptTokens.length + rec.calls[0].completionTokens.length);
       expect(tok.decode(obs)).toBe(`\n<|im_start|>user\n<tool_response>\n${weatherOf("Paris")}\n</tool_response>\n<tool_response>\n${weatherOf("Oslo")}\n</tool_response><|im_end|>\n<|im_start|>assistant\n`);
-    } finally {
-      gw.setSampler(scripted);
-    }
+    });
   });
 
   it("a client that hangs up before its completion is ready: the call is not recorded", async () => {
     const slow = new ScriptedSampler(tok, weatherScript, 300);
-    gw.setSampler(slow);
-    try {
+    await withSampler(slow, async () => {
       gw.registry.open("gone");
       const abort = new AbortController();
       const req = fetch(`${gw.baseUrl("gone")}/chat/completions`, {
@@ -369,9 +369,7 @@ describe("the gateway with the openai client (scripted sampler)", () => {
       await until(() => gw.registry.snapshot("gone").inFlight === 0);
       expect(slow.returned).toHaveLength(1); // it was sampled…
       expect(gw.registry.snapshot("gone")).toMatchObject({ calls: [], inFlight: 0 }); // …and not recorded
-    } finally {
-      gw.setSampler(scripted);
-    }
+    });
   });
 
   it("tool_choice: none leaves a call unparsed; required/named without a call is invalid; stop strings cut the content", async () => {

@@ -6,18 +6,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ALGORITHM_DESIGNS, ALGORITHM_SET, designConfig, resolveDesigns } from "../src/lab/designs.ts";
-import { QUICK_LAB_OVERRIDES, runLab } from "../src/lab/lab.ts";
-import { DYNAMICS_HEAD, dynamicsRows } from "../src/lab/report.ts";
+import { runLab } from "../src/lab/lab.ts";
+import { searchRecipe } from "../src/envs/index.ts";
+import { DYNAMICS_HEAD, dynamicsRows } from "../src/lab/reportTables.ts";
 import type { LabResult } from "../src/lab/types.ts";
-import { applyOverrides, resolveConfig } from "../src/train/config.ts";
+import { qaLab, quickSearchLab } from "./lab-helpers.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-lab-algo-"));
-const quick = (extra: Record<string, string> = {}) => resolveConfig(applyOverrides(applyOverrides({}, QUICK_LAB_OVERRIDES), { "run.dir": root, ...extra }));
+const quick = (extra: Record<string, string> = {}) => quickSearchLab(root, extra);
 
 describe("algorithm designs", () => {
   it("`algorithms` expands to every algorithm design; each resolves to a valid config with its rl options", () => {
     const config = quick({ "lab.designs": "algorithms" });
-    const designs = resolveDesigns(config);
+    const designs = resolveDesigns(config, searchRecipe);
     expect(designs.map((d) => d.name)).toEqual(ALGORITHM_SET);
     for (const d of designs) {
       const cfg = designConfig(config, d);
@@ -31,7 +32,7 @@ describe("algorithm designs", () => {
 
   it("a quick lab of grpo, rloo and gae: one warm start, measured dynamics, reruns identical", async () => {
     const run = async (name: string) =>
-      runLab(quick({ "run.name": name, "lab.designs": "grpo, rloo, gae", "lab.examples": "1", "rl.steps": "3" }), undefined, { overwrite: true, quick: true });
+      qaLab(await runLab(quick({ "run.name": name, "lab.designs": "grpo, rloo, gae", "lab.examples": "1", "rl.steps": "3" }), searchRecipe, undefined, { overwrite: true, quick: true }));
     const a = await run("algo-a");
     expect(a.designs.map((d) => d.name)).toEqual(["grpo", "rloo", "gae"]);
     const rows = dynamicsRows(a);
@@ -56,12 +57,12 @@ describe("algorithm designs", () => {
 
     // One more design added later from the same warm start (`--warm-start`): what the full lab would have measured.
     const sft = join(root, "algo-a", "checkpoints", "sft");
-    const c = await runLab(quick({ "run.name": "algo-c", "lab.designs": "gae", "lab.examples": "1", "rl.steps": "3" }), undefined, { overwrite: true, quick: true, warmStart: sft });
+    const c = qaLab(await runLab(quick({ "run.name": "algo-c", "lab.designs": "gae", "lab.examples": "1", "rl.steps": "3" }), searchRecipe, undefined, { overwrite: true, quick: true, warmStart: sft }));
     expect(c.warmStartFrom).toBe(sft);
     expect(c.warmStart).toEqual(a.warmStart);
     expect(strip(c)).toEqual(strip(a).filter((d) => d.name === "gae"));
     expect(existsSync(join(root, "algo-c", "checkpoints", "sft"))).toBe(false); // no warm start trained
-    await expect(runLab(quick({ "run.name": "algo-d", "lab.designs": "gae" }), undefined, { overwrite: true, quick: true, warmStart: join(root, "nope") })).rejects.toThrow(/--warm-start: checkpoint .*nope: no such folder/);
-    await expect(runLab(quick({ "run.name": "algo-e", "lab.designs": "gae", "policy.dModel": "16" }), undefined, { overwrite: true, quick: true, warmStart: sft })).rejects.toThrow(/--warm-start: checkpoint .*gpt\.json does not match this config \(dModel 32 vs 16/);
+    await expect(runLab(quick({ "run.name": "algo-d", "lab.designs": "gae" }), searchRecipe, undefined, { overwrite: true, quick: true, warmStart: join(root, "nope") })).rejects.toThrow(/--warm-start: checkpoint .*nope: no such folder/);
+    await expect(runLab(quick({ "run.name": "algo-e", "lab.designs": "gae", "policy.dModel": "16" }), searchRecipe, undefined, { overwrite: true, quick: true, warmStart: sft })).rejects.toThrow(/--warm-start: checkpoint .*gpt\.json does not match this config \(dModel 32 vs 16/);
   });
 });

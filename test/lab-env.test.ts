@@ -1,4 +1,4 @@
-// `arl lab --env NAME` (src/lab/lab.ts runEnvLab): any env recipe's designs — its own `labDesigns` and the algorithm
+// `arl lab --env NAME` (src/lab/lab.ts runLab): any env recipe's designs — its own `labDesigns` and the algorithm
 // designs with the env's reward — from one warm start; the report reads the recipe's grader and breakdown and says per
 // design which loophole it opened (expected detectors vs what fired); quick labs run in seconds and rerun identical.
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
@@ -6,14 +6,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { EnvRecipe } from "../src/env/recipe.ts";
-import { travelRecipe } from "../src/envs/index.ts";
+import { searchRecipe, travelRecipe } from "../src/envs/index.ts";
 import { loopholeVerdicts } from "../src/lab/claims.ts";
-import { envLabConfig } from "../src/lab/cli.ts";
-import { defaultEnvDesigns, designConfig, resolveEnvDesigns } from "../src/lab/designs.ts";
-import { runEnvLab, runLab } from "../src/lab/lab.ts";
-import { ENV_DYNAMICS_HEAD, envDynamicsRows, envLabTable } from "../src/lab/report.ts";
-import type { EnvDesignResult, EnvLabResult, RecipeRow } from "../src/lab/types.ts";
-import { ConfigError, rewardConfigOf } from "../src/train/config.ts";
+import { labConfig } from "../src/lab/cli.ts";
+import { defaultDesigns, designConfig, resolveDesigns } from "../src/lab/designs.ts";
+import { isQaLab } from "../src/lab/judge.ts";
+import { runLab } from "../src/lab/lab.ts";
+import { ENV_DYNAMICS_HEAD, envDynamicsRows, envLabTable } from "../src/lab/reportTables.ts";
+import type { AnyLabResult, EnvDesignResult, EnvLabResult, SummaryRow } from "../src/lab/types.ts";
+import { ConfigError } from "../src/train/config.ts";
+import { rewardConfigOf } from "../src/reward/config.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-lab-env-"));
 const travel = travelRecipe as EnvRecipe;
@@ -25,34 +27,42 @@ const withDesigns: EnvRecipe = {
     graded: { description: "The env's grade (the fix).", preset: "tool-env", weights: {}, overrides: { "rl.temperature": "0.9" }, expectedDetectors: [] },
   },
 };
-const quick = (recipe: EnvRecipe, flags: { designs?: string } = {}, extra: Record<string, string> = {}) => envLabConfig(recipe, {}, { quick: true, ...flags }, { "run.dir": root, "eval.maxTasks": "3", "lab.examples": "2", "sft.steps": "8", ...extra });
+const quick = (recipe: EnvRecipe, flags: { designs?: string } = {}, extra: Record<string, string> = {}) => labConfig(recipe, {}, { quick: true, ...flags }, { "run.dir": root, "eval.maxTasks": "3", "lab.examples": "2", "sft.steps": "8", "sft.demosPerTask": "1", ...extra });
+/** A loophole lab's result (every env but search). */
+function loopholeLab(lab: AnyLabResult): EnvLabResult {
+  if (isQaLab(lab)) throw new Error("expected a loophole lab result, got a QA lab");
+  return lab;
+}
+/** `runLab` on a recipe, its result narrowed to a loophole lab's. */
+const runLoopholeLab = async (...args: Parameters<typeof runLab>) => loopholeLab(await runLab(...args));
 
 describe("env lab designs and config", () => {
   it("the recipe's designs by default; algorithm designs take the env's reward; search designs are refused", async () => {
     const c = quick(withDesigns);
     expect(c.env.name).toBe("travel");
     expect(c.run.name).toBe("lab-travel-quick");
-    expect(c.lab.designs).toEqual(["format-only", "graded"]);
+    expect(c.lab.designs).toBeUndefined(); // the recipe's own designs
+    expect(resolveDesigns(c, withDesigns).map((d) => d.name)).toEqual(["format-only", "graded"]);
     expect(c.policy.contextLength).toBe(768); // the recipe's defaults apply under the lab
     expect(c.rl.steps).toBe(4);
-    const [fo, graded] = resolveEnvDesigns(c, withDesigns);
+    const [fo, graded] = resolveDesigns(c, withDesigns);
     expect(fo.expectedDetectors).toEqual(["length_collapse"]);
     expect(rewardConfigOf(designConfig(c, fo)).weights).toEqual({ outcome: 0, format: 1, invalid: 0.1, needless_calls: 0.05 });
     expect(designConfig(c, graded).rl.temperature).toBe(0.9);
-    const algos = resolveEnvDesigns(quick(withDesigns, { designs: "algorithms" }), withDesigns);
+    const algos = resolveDesigns(quick(withDesigns, { designs: "algorithms" }), withDesigns);
     expect(algos.map((d) => d.name)).toContain("gigpo");
     for (const d of algos) expect(d.preset).toBe("tool-env"); // one reward for all: only the algorithm differs
     expect(() => quick(travel)).toThrow(/lab\.designs: the travel env declares no reward designs .*--designs algorithms/);
-    expect(() => defaultEnvDesigns(travel)).toThrow(ConfigError);
+    expect(() => defaultDesigns(travel)).toThrow(ConfigError);
     expect(() => quick(travel, { designs: "composite" })).toThrow(/unknown design "composite" for the travel env \("composite" is a design of the search env\); allowed: .*grpo/);
     const bad: EnvRecipe = { ...travel, labDesigns: { x: { description: "", preset: "tool-env", weights: {}, overrides: { "policy.dModel": "8" } } } };
     expect(() => quick(bad)).toThrow(/lab\.designs\.x\.overrides: "policy\.dModel" is not allowed; a design may override only rl\.\*, reward\.\*, detectors\.\*, env\.options\.\*/);
-    // The search lab refuses another env's config (and names the function that runs it).
-    await expect(runLab(c)).rejects.toThrow(/runEnvLab/);
+    // A lab refuses a config of another env than its recipe's (naming both).
+    await expect(runLab(c, searchRecipe)).rejects.toThrow("env.name: the config names the travel env, the lab was given the search recipe");
   });
 
   it("loophole verdicts: opened, partly, not reproduced, closed, fired anyway, none declared", () => {
-    const row = (success: number, score: number): RecipeRow => ({ policy: "p", n: 10, success, score, calls: 1, invalidRate: 0, noAnswer: 0, breakdown: {} });
+    const row = (success: number, score: number): SummaryRow => ({ policy: "p", n: 10, success, score, calls: 1, invalidRate: 0, noAnswer: 0, breakdown: {} });
     const fire = (name: string) => ({ detector: name, metric: `hack/${name}`, since: 2, step: 3, value: 1, baseline: 0, threshold: 0.5, message: `${name} fired` });
     const d = (name: string, expected: string[] | undefined, during: string[], end: string[] = during): EnvDesignResult => ({
       name, description: "", weights: {}, overrides: {}, steps: [], detectors: end.map(fire), firingsDuringTraining: during.map(fire), after: row(0.5, 0.75), examples: { before: [], after: [] }, wallMs: 0,
@@ -74,9 +84,9 @@ describe("env lab designs and config", () => {
   });
 });
 
-describe("runEnvLab (quick, travel)", () => {
+describe("runLab (quick, travel)", () => {
   it("the recipe's designs: one warm start, the recipe's table and breakdown, verdicts, samples and a report", async () => {
-    const lab = await runEnvLab(quick(withDesigns), withDesigns, undefined, { overwrite: false, quick: true });
+    const lab = await runLoopholeLab(quick(withDesigns), withDesigns, undefined, { overwrite: false, quick: true });
     expect(lab.env).toBe("travel");
     expect(lab.protocol).toBe("hermes");
     expect(lab.designs.map((d) => d.name)).toEqual(["format-only", "graded"]);
@@ -113,7 +123,7 @@ describe("runEnvLab (quick, travel)", () => {
   });
 
   it("algorithm designs on travel: measured dynamics, a rerun is identical", async () => {
-    const run = (name: string) => runEnvLab(quick(travel, { designs: "gae, gigpo" }, { "run.name": name, "rl.steps": "2", "eval.maxTasks": "2", "lab.examples": "1" }), travel, undefined, { overwrite: true, quick: true });
+    const run = (name: string) => runLoopholeLab(quick(travel, { designs: "gae, gigpo" }, { "run.name": name, "rl.steps": "2", "eval.maxTasks": "2", "lab.examples": "1" }), travel, undefined, { overwrite: true, quick: true });
     const a = await run("travel-algo-a");
     expect(a.designs.map((d) => d.name)).toEqual(["gae", "gigpo"]);
     const rows = envDynamicsRows(a);

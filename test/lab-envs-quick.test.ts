@@ -1,7 +1,7 @@
 // Issue 17: `arl lab --env NAME --quick` for every env recipe that declares reward designs (complaints, research,
 // classify, extract, summarize, longdoc) runs in the suite: one warm start, each design's RL steps, a loophole verdict per
 // design against the detectors it declares, the env's own breakdown in the table, and a report with the fingerprint.
-// Quick = the recipe's smoke model and 4 RL steps (src/lab/cli.ts envLabConfig), here with 8 SFT steps and 2 held-out
+// Quick = the recipe's smoke model and 4 RL steps (src/lab/cli.ts labConfig), here with 8 SFT steps and 2 held-out
 // tasks so the six labs take seconds each: it checks the machinery on each env, not the loopholes (the measured labs
 // are in each env's README).
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
@@ -9,9 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { getRecipe } from "../src/envs/index.ts";
-import { envLabConfig } from "../src/lab/cli.ts";
-import { runEnvLab } from "../src/lab/lab.ts";
-import { envLabTable } from "../src/lab/report.ts";
+import { labConfig } from "../src/lab/cli.ts";
+import { isQaLab } from "../src/lab/judge.ts";
+import { runLab } from "../src/lab/lab.ts";
+import { envLabTable } from "../src/lab/reportTables.ts";
 import type { EnvLabResult } from "../src/lab/types.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-lab-envs-"));
@@ -23,8 +24,10 @@ describe("arl lab --env NAME --quick for each env with reward designs", () => {
       const recipe = getRecipe(name);
       const designs = Object.keys(recipe.labDesigns ?? {});
       expect(designs.length).toBeGreaterThanOrEqual(2); // a loophole and its fix at least
-      const config = envLabConfig(recipe, {}, { quick: true }, { "run.dir": root, "eval.maxTasks": "2", "lab.examples": "1", "sft.steps": "8" });
-      const lab = await runEnvLab(config, recipe, undefined, { overwrite: false, quick: true });
+      const config = labConfig(recipe, {}, { quick: true }, { "run.dir": root, "eval.maxTasks": "2", "lab.examples": "1", "sft.steps": "8" });
+      const result = await runLab(config, recipe, undefined, { overwrite: false, quick: true });
+      if (isQaLab(result)) throw new Error(`${name}: expected a loophole lab result, got a QA lab`);
+      const lab = result;
       expect(lab.env).toBe(name);
       expect(lab.designs.map((d) => d.name)).toEqual(designs);
       expect(lab.loopholes.map((v) => v.design)).toEqual(designs);

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { chartMetrics, LAB_TABLE_HEAD, labTableRows, renderReport } from "../src/lab/report.ts";
+import { renderReport } from "../src/lab/report.ts";
+import { chartMetrics } from "../src/lab/reportCharts.ts";
+import { LAB_TABLE_HEAD, labTableRows } from "../src/lab/reportTables.ts";
 import type { DesignResult, DetectorFiring, EvalSummary, LabResult } from "../src/lab/types.ts";
 import type { Metrics } from "../src/core/types.ts";
 import { labFingerprint } from "../src/lab/fingerprint.ts";

@@ -3,20 +3,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { computeClaims } from "../src/lab/claims.ts";
-import { BUILTIN_DESIGNS, designConfig, resolveDesigns } from "../src/lab/designs.ts";
-import { QUICK_LAB_OVERRIDES, runLab } from "../src/lab/lab.ts";
+import { designConfig, resolveDesigns } from "../src/lab/designs.ts";
+import { runLab } from "../src/lab/lab.ts";
+import { searchRecipe } from "../src/envs/index.ts";
+import { SEARCH_LAB_DESIGNS } from "../src/envs/search/labDesigns.ts";
 import type { DesignResult, EvalSummary, LabResult } from "../src/lab/types.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
-import { ConfigError, applyOverrides, resolveConfig, rewardConfigOf } from "../src/train/config.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { rewardConfigOf } from "../src/reward/config.ts";
+import { qaLab, quickSearchLab } from "./lab-helpers.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-lab-"));
-const quick = (extra: Record<string, string> = {}) =>
-  resolveConfig(applyOverrides(applyOverrides({}, QUICK_LAB_OVERRIDES), { "run.dir": root, ...extra }));
+const quick = (extra: Record<string, string> = {}) => quickSearchLab(root, extra);
 
 describe("lab designs", () => {
   it("resolves built-in designs and applies their presets and overrides", () => {
     const config = quick({ "lab.designs": "[outcome-only, composite-unmasked]" });
-    const designs = resolveDesigns(config);
+    const designs = resolveDesigns(config, searchRecipe);
     expect(designs.map((d) => d.name)).toEqual(["outcome-only", "composite-unmasked"]);
     const unmasked = designConfig(config, designs[1]);
     expect(unmasked.rl.maskObservations).toBe(false);
@@ -33,7 +36,7 @@ describe("lab designs", () => {
         define: { cautious: { preset: "composite", weights: { guess: 1, latency: 0.5 }, overrides: { "rl.temperature": 0.8 } } },
       },
     });
-    const [cautious] = resolveDesigns(config);
+    const [cautious] = resolveDesigns(config, searchRecipe);
     // `--lab.designs a,b` on the command line arrives as one string
     expect(resolveConfig({ lab: { designs: "outcome-only, composite" } }).lab.designs).toEqual(["outcome-only", "composite"]);
     const cfg = designConfig(config, cautious);
@@ -42,41 +45,41 @@ describe("lab designs", () => {
   });
 
   it("rejects unknown designs, duplicates and overrides that would change the shared warm start", () => {
-    expect(() => resolveDesigns(resolveConfig({ lab: { designs: ["outcome-only", "nope"] } }))).toThrow(
-      /lab\.designs: unknown design "nope"; allowed: .*outcome-only/,
+    expect(() => resolveDesigns(resolveConfig({ lab: { designs: ["outcome-only", "nope"] } }), searchRecipe)).toThrow(
+      /lab\.designs: unknown design "nope" for the search env; allowed: .*outcome-only/,
     );
-    expect(() => resolveDesigns(resolveConfig({ lab: { designs: ["composite", "composite"] } }))).toThrow(/listed twice/);
+    expect(() => resolveDesigns(resolveConfig({ lab: { designs: ["composite", "composite"] } }), searchRecipe)).toThrow(/listed twice/);
     const bad = resolveConfig({ lab: { designs: ["x"], define: { x: { overrides: { "policy.dModel": 8 } } } } });
-    expect(() => resolveDesigns(bad)).toThrow(ConfigError);
-    expect(() => resolveDesigns(bad)).toThrow(/"policy.dModel" is not allowed; a design may override only rl\.\*, reward\.\*, detectors\.\*/);
+    expect(() => resolveDesigns(bad, searchRecipe)).toThrow(ConfigError);
+    expect(() => resolveDesigns(bad, searchRecipe)).toThrow(/"policy.dModel" is not allowed; a design may override only rl\.\*, reward\.\*, detectors\.\*/);
     const invalid = resolveConfig({ lab: { designs: ["y"], define: { y: { overrides: { "rl.lossFn": "dpo" } } } } });
-    expect(() => designConfig(invalid, resolveDesigns(invalid)[0])).toThrow(/design y: rl\.lossFn: expected one of/);
+    expect(() => designConfig(invalid, resolveDesigns(invalid, searchRecipe)[0])).toThrow(/design y: rl\.lossFn: expected one of/);
     expect(() => resolveConfig({ lab: { define: { z: { preset: "nope" } } } })).toThrow(/lab\.define\.z\.preset: unknown preset/);
-    expect(() => resolveDesigns(resolveConfig({ lab: { designs: ["composite"], define: { composite: { preset: "outcome-only" } } } }))).toThrow(
-      "lab.define.composite: a built-in design has this name; choose another name",
+    expect(() => resolveDesigns(resolveConfig({ lab: { designs: ["composite"], define: { composite: { preset: "outcome-only" } } } }), searchRecipe)).toThrow(
+      "lab.define.composite: a search or algorithm design has this name; choose another name",
     );
     expect(() => resolveConfig({ lab: { define: { "..": {} } } })).toThrow("lab.define...: a design name is letters, digits, '.', '_' or '-' (not '.' or '..')");
     expect(() => resolveConfig({ reward: { options: { judge: { baseUrl: "http://x/v1", model: "m", rubric: "  " } } } })).toThrow(/reward\.options\.judge\.rubric/);
     // A design without a preset starts from the main job's reward.
     const plain = resolveConfig({ lab: { designs: ["plain"], define: { plain: { weights: { latency: 1 } } } } });
-    expect(rewardConfigOf(designConfig(plain, resolveDesigns(plain)[0])).weights).toEqual({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1, latency: 1 });
+    expect(rewardConfigOf(designConfig(plain, resolveDesigns(plain, searchRecipe)[0])).weights).toEqual({ em: 1, format: 0.1, search_cost: 0.1, invalid: 0.1, latency: 1 });
   });
 
   it("refuses a model too large for the embedded backend before the lab folder is touched", async () => {
     const config = quick({ "run.name": "too-big", "policy.dModel": "8192" });
-    await expect(runLab(config)).rejects.toThrow(/policy\.dModel: 8192 needs ≈ .* GiB/);
+    await expect(runLab(config, searchRecipe)).rejects.toThrow(/policy\.dModel: 8192 needs ≈ .* GiB/);
     expect(existsSync(join(root, "too-big"))).toBe(false);
   });
 
   it("every built-in design's preset exists", () => {
-    for (const d of Object.values(BUILTIN_DESIGNS)) expect(Object.hasOwn(REWARD_PRESETS, d.preset)).toBe(true);
+    for (const d of Object.values(SEARCH_LAB_DESIGNS)) expect(Object.hasOwn(REWARD_PRESETS, d.preset)).toBe(true);
   });
 });
 
 describe("runLab (quick)", () => {
   it("trains each design from one warm start and writes lab.json and a self-contained report", async () => {
     const config = quick({ "run.name": "q", "lab.designs": "[outcome-only, composite-unmasked]", "lab.examples": "3" });
-    const lab = await runLab(config, undefined, { overwrite: false, quick: true });
+    const lab = qaLab(await runLab(config, searchRecipe, undefined, { overwrite: false, quick: true }));
     expect(lab.designs.map((d) => d.name)).toEqual(["outcome-only", "composite-unmasked"]);
     for (const d of lab.designs) {
       expect(d.steps).toHaveLength(4);
@@ -109,7 +112,7 @@ describe("runLab (quick)", () => {
     expect(html).toContain("composite-unmasked");
     expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=/);
     // A lab folder is never overwritten silently.
-    await expect(runLab(config)).rejects.toThrow(/already holds a run; choose another name/);
+    await expect(runLab(config, searchRecipe)).rejects.toThrow(/already holds a run; choose another name/);
   });
 });
 

@@ -64,7 +64,7 @@ class AnswerEnv implements Env {
 const task: Task = { id: "sum:2+3", question: "What is 2 + 3 ?", answers: ["5"], kind: "arith" };
 const tokenizer = WordTokenizer.fromTexts([task.question, "5 6"]);
 const agent = new ScriptedAgent(tokenizer, (ctx) => (ctx.seed % 2 === 0 ? "<answer> 5 </answer>" : "<answer> 6 </answer>"));
-const groups = await rolloutGroups([task], () => new AnswerEnv(), agent, tokenizer, { contextLength: 64, maxObservationTokens: 16 }, { groupSize: 4, seed: 1 });
+const groups = await rolloutGroups([task], { makeEnv: () => new AnswerEnv(), agent, tokenizer, limits: { contextLength: 64, maxObservationTokens: 16 } }, { groupSize: 4, seed: 1 });
 const trajs: Trajectory[] = groups[0].trajectories;
 const rewards: number[] = [];
 for (const traj of trajs) rewards.push((await computeReward(traj, { weights: { em: 1 } })).total);

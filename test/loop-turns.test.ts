@@ -36,7 +36,7 @@ async function run(scripted: boolean) {
     if (ticks++ === 0) finishedAtFirstTick = finished;
   }, 1);
   try {
-    const batch = await rolloutBatch(tasks, env, agent, tok, { contextLength: 4096, maxObservationTokens: 64 }, { groupSize: 2, seed: 3, onEpisode: () => finished++ });
+    const batch = await rolloutBatch(tasks, { makeEnv: env, agent, tokenizer: tok, limits: { contextLength: 4096, maxObservationTokens: 64 } }, { groupSize: 2, seed: 3, onEpisode: () => finished++ });
     const trajectories = batch.groups.flatMap((g) => g.trajectories);
     return { ticks, finishedAtFirstTick, finished, trajectories };
   } finally {

@@ -7,12 +7,17 @@ import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, SMOKE_OVERRIDES, WASM_HEAP_LIMIT_BYTES, applyOverrides, embeddedMemoryProblem, estimateEmbeddedMemory, resolveConfig } from "../src/train/config.ts";
-import { checkMemory, dryRun, memoryWarning, runExperiment, setup, silentReporter, type Reporter } from "../src/train/experiment.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe, travelRecipe } from "../src/envs/index.ts";
+import { WASM_HEAP_LIMIT_BYTES, embeddedMemoryProblem, estimateEmbeddedMemory } from "../src/policy/embedded/memory.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { dryRun } from "../src/train/dryRun.ts";
+import { memoryWarning } from "../src/train/memoryReport.ts";
+import { silentReporter, type Reporter } from "../src/train/reporter.ts";
+import { runExperiment } from "../src/train/runner.ts";
+import { checkMemory, setupExperiment } from "../src/train/setup.ts";
 import type { EnvRecipe } from "../src/env/recipe.ts";
-import { travelRecipe } from "../src/envs/index.ts";
-import { withRecipeDefaults } from "../src/run/train.ts";
-import { dryRunRecipe, runRecipeExperiment } from "../src/train/recipeRun.ts";
+import { withRecipeDefaults } from "../src/train/recipeDefaults.ts";
 
 const smoke = (root: string, extra: Record<string, string> = {}) =>
   resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "smoke", ...extra }));
@@ -37,7 +42,7 @@ describe("estimateEmbeddedMemory", () => {
 
   it("the default config fits, with room to spare", () => {
     const config = resolveConfig({});
-    const s = setup(config);
+    const s = setupExperiment(config, searchRecipe);
     expect(embeddedMemoryProblem(config, s.tokenizer.vocabSize)).toBeUndefined();
     const mem = checkMemory(config, s)!;
     expect(mem.wasm.total).toBeLessThan(WASM_HEAP_LIMIT_BYTES / 2);
@@ -50,14 +55,14 @@ describe("estimateEmbeddedMemory", () => {
   it("a remote (tinker) policy is not held to the embedded backend's limit", () => {
     const config = resolveConfig(applyOverrides({}, { "policy.backend": "tinker", "policy.dModel": "8192" }));
     expect(embeddedMemoryProblem(config, 1000)).toBeUndefined();
-    expect(checkMemory(config, setup(config))).toBeUndefined();
+    expect(checkMemory(config, setupExperiment(config, searchRecipe))).toBeUndefined();
   });
 });
 
 describe("refused before anything runs", () => {
   it("a config whose first step fits but whose long run may not is warned about, not refused", () => {
     const config = resolveConfig(applyOverrides({}, { "policy.contextLength": "1024" }));
-    const s = setup(config);
+    const s = setupExperiment(config, searchRecipe);
     const mem = checkMemory(config, s)!;
     expect(mem.wasm.total).toBeLessThan(WASM_HEAP_LIMIT_BYTES);
     expect(memoryWarning(mem)).toMatch(/^memory: a long run can grow the embedded backend's wasm heap to ≈ [\d.]+ GiB .*lower policy\.contextLength or policy\.dModel/);
@@ -66,7 +71,7 @@ describe("refused before anything runs", () => {
   it("dry run: policy.dModel 8192 is refused in seconds, naming the field and what fits", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-mem-"));
     const t0 = performance.now();
-    const p = dryRun(smoke(root, { "policy.dModel": "8192" }));
+    const p = dryRun(smoke(root, { "policy.dModel": "8192" }), searchRecipe);
     await expect(p).rejects.toThrow(ConfigError);
     await expect(p).rejects.toThrow(/policy\.dModel: 8192 needs ≈ [\d.]+ GiB of the embedded backend's wasm memory .*more than its 4 GiB .*allowed: policy\.dModel ≤ \d+/);
     expect(performance.now() - t0).toBeLessThan(10_000);
@@ -76,7 +81,7 @@ describe("refused before anything runs", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-mem-"));
     expect(() => smoke(root, { "policy.contextLength": "100000000" })).toThrow("policy.contextLength: expected a number ≤ 1048576, got 100000000");
     const t0 = performance.now();
-    const p = dryRun(smoke(root, { "policy.contextLength": "65536" }));
+    const p = dryRun(smoke(root, { "policy.contextLength": "65536" }), searchRecipe);
     await expect(p).rejects.toThrow(/policy\.contextLength: 65536 needs ≈ [\d.]+ GiB .*allowed: policy\.contextLength ≤ \d+/);
     expect(performance.now() - t0).toBeLessThan(10_000);
   });
@@ -84,7 +89,7 @@ describe("refused before anything runs", () => {
   it("a real run refuses it before writing anything in the run folder", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-mem-run-"));
     const t0 = performance.now();
-    await expect(runExperiment(smoke(root, { "policy.dModel": "8192" }))).rejects.toThrow(/policy\.dModel: 8192 needs/);
+    await expect(runExperiment(smoke(root, { "policy.dModel": "8192" }), searchRecipe)).rejects.toThrow(/policy\.dModel: 8192 needs/);
     expect(performance.now() - t0).toBeLessThan(10_000);
     expect(existsSync(join(root, "smoke"))).toBe(false);
   });
@@ -135,8 +140,8 @@ describe("one estimate: --dry-run reports the figure the run warns with (issue 2
   it("search env: a config whose long run can outgrow the heap (smoke model, context 1024)", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-mem-one-"));
     const config = smoke(root, { "policy.contextLength": "1024" });
-    const warning = await runWarning((r) => runExperiment(config, r));
-    const lines = await dryRun(config);
+    const warning = await runWarning((r) => runExperiment(config, searchRecipe, r));
+    const lines = await dryRun(config, searchRecipe);
     const line = lines.find((l) => l.startsWith("memory:"))!;
     expect(figure(warning)).toMatch(/GiB$/);
     expect(figure(line)).toBe(figure(warning)); // before: the dry run led with the first step's need (398 MiB vs 5.1 GiB)
@@ -147,8 +152,8 @@ describe("one estimate: --dry-run reports the figure the run warns with (issue 2
   it("a recipe env (travel): the dry run says the run's figure and its warning", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-mem-one-"));
     const config = resolveConfig(applyOverrides(withRecipeDefaults({}, travelRecipe as EnvRecipe, true), { "run.dir": root, "policy.contextLength": "2560" }));
-    const warning = await runWarning((r) => runRecipeExperiment(config, travelRecipe as EnvRecipe, r));
-    const lines = await dryRunRecipe(config, travelRecipe as EnvRecipe);
+    const warning = await runWarning((r) => runExperiment(config, travelRecipe as EnvRecipe, r));
+    const lines = await dryRun(config, travelRecipe as EnvRecipe);
     const line = lines.find((l) => l.startsWith("memory:"))!;
     expect(figure(line)).toBe(figure(warning)); // before: "memory: ≈ 778 MiB" (the first step) and no warning
     expect(lines).toContain(`warning: ${warning}`);

@@ -10,9 +10,15 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Datum, Metrics } from "../src/core/types.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import type { LossConfig, LossFnName, TrainingBackend } from "../src/policy/types.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup, silentReporter, trainRl, warmStart, warmStartDemos, type Reporter } from "../src/train/experiment.ts";
+import type { LossConfig, LossFnName, TrainingBackend } from "../src/core/training.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { silentReporter, type Reporter } from "../src/train/reporter.ts";
+import { trainRl } from "../src/train/rlLoop.ts";
+import { replayDatums, rlWorlds } from "../src/train/runner.ts";
+import { setupExperiment } from "../src/train/setup.ts";
+import { warmStart, warmStartDemos } from "../src/train/warmStart.ts";
 import { RunDir } from "../src/train/runDir.ts";
 import { NonFiniteError, trainSft } from "../src/train/sft.ts";
 
@@ -85,7 +91,7 @@ describe("SFT with NaN losses", () => {
     const logged: Array<[number, Metrics]> = [];
     const skips: string[] = [];
     const config = resolveConfig(applyOverrides({}, SMOKE_OVERRIDES));
-    const demos = await warmStartDemos(setup(config), config);
+    const demos = await warmStartDemos(setupExperiment(config, searchRecipe), config);
     const run = trainSft(fake, demos, {
       steps: 10, batchSize: 1, learningRate: 1e-3, gradClip: 1, seed: 0, maxNonFiniteSteps: 3,
       onStep: (s, m) => { logged.push([s, m]); step = s + 1; },
@@ -104,7 +110,7 @@ describe("RL with NaN advantages (spy backend, smoke configuration)", () => {
   /** Warm-starts a smoke policy, then runs RL with NaN injected at `poisonSteps`. */
   async function rlWith(name: string, steps: number, poisonSteps: Set<number>) {
     const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": name, "rl.steps": String(steps) }));
-    const s = setup(config);
+    const s = setupExperiment(config, searchRecipe);
     const run = new RunDir(root, name);
     const logs: string[] = [];
     const demos = await warmStartDemos(s, config);
@@ -116,7 +122,7 @@ describe("RL with NaN advantages (spy backend, smoke configuration)", () => {
       bar: () => ({ update: (v: number) => void (spy.poison = poisonSteps.has(v)), stop: () => {} }),
       log: (m) => logs.push(m),
     };
-    const result = trainRl(spy, demos, s, config, run, reporter, run.checkpoint("sft"));
+    const result = trainRl({ backend: spy, worlds: rlWorlds(s, config), replayDatums: replayDatums(s, demos), setup: s, config, run, reporter, referenceDir: run.checkpoint("sft") });
     return { result, logs, inner, sftSteps, config, metrics: () => readFileSync(join(run.path, "metrics.jsonl"), "utf8") };
   }
 

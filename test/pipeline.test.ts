@@ -2,8 +2,10 @@ import { mkdtempSync, readFileSync, readdirSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { runExperiment } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { runExperiment } from "../src/train/runner.ts";
 import { loadPolicy } from "../src/train/checkpoint.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-pipeline-"));
@@ -11,8 +13,8 @@ const smoke = (name: string) => resolveConfig(applyOverrides({}, { ...SMOKE_OVER
 
 describe("the whole pipeline (smoke configuration: warm start + 2 RL steps)", () => {
   it("runs end to end, writes the run folder, and is byte-identical for the same seed", async () => {
-    const a = await runExperiment(smoke("a"));
-    const b = await runExperiment(smoke("b"));
+    const a = await runExperiment(smoke("a"), searchRecipe);
+    const b = await runExperiment(smoke("b"), searchRecipe);
     const metricsA = readFileSync(join(root, "a", "metrics.jsonl"), "utf8");
     const metricsB = readFileSync(join(root, "b", "metrics.jsonl"), "utf8");
     expect(metricsA).toBe(metricsB);
@@ -30,10 +32,10 @@ describe("the whole pipeline (smoke configuration: warm start + 2 RL steps)", ()
 
     expect(a.rows.map((r) => r.policy)).toEqual(["Direct", "RAG", "Warm start (SFT)", "RL (GRPO)"]);
     expect(b.rows).toEqual(a.rows.map((r) => ({ ...r })));
-    for (const r of a.rows) expect(r.result.all.n).toBe(8);
+    for (const r of a.rows) expect(r.n).toBe(8);
     // Direct never searches; RAG searches exactly once per question.
-    expect(a.rows[0].result.all.searches).toBe(0);
-    expect(a.rows[1].result.all.searches).toBe(1);
+    expect(a.rows[0].breakdown["count/searches"].rate).toBe(0);
+    expect(a.rows[1].breakdown["count/searches"].rate).toBe(1);
 
     const dir = join(root, "a");
     expect(existsSync(join(dir, "config.yaml"))).toBe(true);

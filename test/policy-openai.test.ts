@@ -1,57 +1,46 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { OpenAISamplingClient, UntrainableServerError } from "../src/policy/openai/sampling.ts";
 import { PolicyAgent } from "../src/rollout/agent.ts";
 import { rolloutGroups } from "../src/rollout/rollout.ts";
-import { createApp, listen, type RunningServer } from "../src/serve/http.ts";
-import { serveOpenAI } from "../src/serve/openai.ts";
-import { tinySetup } from "./openai-helpers.ts";
+import { createApp, listen, type RunningServer } from "../src/http/server.ts";
+import { serveTinyPolicy, tinySetup } from "./openai-helpers.ts";
 
 const { s, tasks } = tinySetup();
 const tok = s.tokenizer;
-let be: EmbeddedBackend;
-let server: RunningServer;
+const tiny = serveTinyPolicy(s, 5);
 let textOnly: RunningServer;
 let noLogprobs: RunningServer;
 
+/** A fake completions endpoint that answers every POST /v1/completions with `reply` as a `text_completion`. */
+function fakeCompletions(reply: { id: string; model: string; choices: unknown[]; usage?: unknown }): Promise<RunningServer> {
+  const app = createApp();
+  app.post("/v1/completions", async () => ({ id: reply.id, object: "text_completion", created: 0, model: reply.model, choices: reply.choices, usage: reply.usage }));
+  return listen(app);
+}
+
 beforeAll(async () => {
-  be = await EmbeddedBackend.create(s.gpt, 5);
-  server = await serveOpenAI({ name: "tiny", sampler: be.samplingClient(), tokenizer: tok, contextLength: s.gpt.contextLength });
   // A text-only server, as the OpenAI API or Ollama answer /v1/completions: no token ids.
-  const a = createApp();
-  a.post("/v1/completions", async () => ({
+  textOnly = await fakeCompletions({
     id: "cmpl-1",
-    object: "text_completion",
-    created: 0,
     model: "gpt-x",
     choices: [{ index: 0, text: " dublin", finish_reason: "stop", logprobs: { tokens: [" dublin"], token_logprobs: [-0.1], top_logprobs: null } }],
     usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
-  }));
-  textOnly = await listen(a);
-  const b = createApp();
-  b.post("/v1/completions", async () => ({
-    id: "cmpl-2",
-    object: "text_completion",
-    created: 0,
-    model: "m",
-    choices: [{ index: 0, text: "x", finish_reason: "length", logprobs: null, token_ids: [5] }],
-  }));
-  noLogprobs = await listen(b);
+  });
+  noLogprobs = await fakeCompletions({ id: "cmpl-2", model: "m", choices: [{ index: 0, text: "x", finish_reason: "length", logprobs: null, token_ids: [5] }] });
 });
 afterAll(async () => {
-  await Promise.all([server?.close(), textOnly?.close(), noLogprobs?.close()]);
-  be?.dispose();
+  await Promise.all([textOnly?.close(), noLogprobs?.close()]);
 });
 
 describe("OpenAISamplingClient", () => {
   it("through arl serve openai returns the embedded sampler's tokens and logprobs for the same prompt and seed", async () => {
-    const client = new OpenAISamplingClient({ baseURL: `${server.url}/v1`, model: "tiny" });
+    const client = new OpenAISamplingClient({ baseURL: `${tiny.server.url}/v1`, model: "tiny" });
     const stop = [tok.id("</search>"), tok.id("</answer>")];
     for (const [i, task] of tasks.slice(0, 3).entries()) {
       const prompt = tok.promptTokens(`question : ${task.question}\n`);
       for (const temperature of [0, 1]) {
         const opts = { n: 3, maxTokens: 16, temperature, stop, seed: 100 + i };
-        const [viaHttp, direct] = await Promise.all([client.sample(prompt, opts), be.samplingClient().sample(prompt, opts)]);
+        const [viaHttp, direct] = await Promise.all([client.sample(prompt, opts), tiny.be.samplingClient().sample(prompt, opts)]);
         expect(viaHttp).toHaveLength(3);
         viaHttp.forEach((h, j) => {
           expect(h.tokens).toEqual(direct[j].tokens);
@@ -66,8 +55,8 @@ describe("OpenAISamplingClient", () => {
   it("plugs into the RL rollout unchanged: PolicyAgent over HTTP gives the same trajectories as over the embedded sampler", async () => {
     const opts = { temperature: 1, maxTokensPerTurn: 16, stop: [tok.id("</search>"), tok.id("</answer>")] };
     const run = (sampler: ConstructorParameters<typeof PolicyAgent>[0]) =>
-      rolloutGroups(tasks.slice(0, 4), s.makeEnv, new PolicyAgent(sampler, tok, opts), tok, s.limits, { groupSize: 2, seed: 11 });
-    const [http, direct] = await Promise.all([run(new OpenAISamplingClient({ baseURL: `${server.url}/v1`, model: "tiny" })), run(be.samplingClient())]);
+      rolloutGroups(tasks.slice(0, 4), { makeEnv: s.instance.makeEnv(0), agent: new PolicyAgent(sampler, tok, opts), tokenizer: tok, limits: s.limits }, { groupSize: 2, seed: 11 });
+    const [http, direct] = await Promise.all([run(new OpenAISamplingClient({ baseURL: `${tiny.server.url}/v1`, model: "tiny" })), run(tiny.be.samplingClient())]);
     http.flatMap((g) => g.trajectories).forEach((t, i) => {
       const d = direct.flatMap((g) => g.trajectories)[i];
       expect(t.tokens).toEqual(d.tokens);
@@ -93,9 +82,9 @@ describe("OpenAISamplingClient", () => {
   });
 
   it("request failures name the server and model; bad options are refused at construction", async () => {
-    const client = new OpenAISamplingClient({ baseURL: `${server.url}/v1`, model: "nope", maxRetries: 0 });
+    const client = new OpenAISamplingClient({ baseURL: `${tiny.server.url}/v1`, model: "nope", maxRetries: 0 });
     await expect(client.sample([1], { n: 1, maxTokens: 1, temperature: 1, seed: 0 })).rejects.toThrow(
-      new RegExp(`${server.url}/v1 \\(model "nope"\\): completions request failed: 404`),
+      new RegExp(`${tiny.server.url}/v1 \\(model "nope"\\): completions request failed: 404`),
     );
     expect(() => new OpenAISamplingClient({ baseURL: "localhost:8000", model: "m" })).toThrow(/baseURL must be an http\(s\) URL/);
   });

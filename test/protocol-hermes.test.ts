@@ -15,11 +15,11 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { Action } from "../src/core/types.ts";
-import { tool, type ToolJsonSchema } from "../src/env/tool.ts";
+import { tool, renderTools } from "../src/env/tool.ts";
+import type { ToolJsonSchema } from "../src/protocol/types.ts";
 import { loadTokenizer, type ChatMessage } from "../src/policy/hf/index.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { chatToolSpec, hermesProtocol as hermes, toJsonLikeTemplate, trimKeys } from "../src/protocol/hermes.ts";
-import { renderTools } from "../src/protocol/index.ts";
 
 const QWEN25_DIR = "test/fixtures/qwen25-template";
 const TINY_DIR = "test/fixtures/tiny-chatml";

@@ -1,8 +1,8 @@
 /** The protocol registry and tool rendering (src/protocol/index.ts). */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { tool, toolJsonSchema } from "../src/env/tool.ts";
-import { PROTOCOLS, PROTOCOL_NAMES, getProtocol, hermesProtocol, reactProtocol, renderTools, searchR1Protocol } from "../src/protocol/index.ts";
+import { tool, toolJsonSchema, renderTools } from "../src/env/tool.ts";
+import { PROTOCOLS, PROTOCOL_NAMES, getProtocol, hermesProtocol, reactProtocol, searchR1Protocol } from "../src/protocol/index.ts";
 
 describe("protocol registry", () => {
   it("PROTOCOLS holds every name, each protocol under its own name", () => {

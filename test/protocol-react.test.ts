@@ -8,9 +8,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { Action } from "../src/core/types.ts";
-import { tool, type ToolJsonSchema } from "../src/env/tool.ts";
+import { tool, renderTools } from "../src/env/tool.ts";
+import type { ToolJsonSchema } from "../src/protocol/types.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
-import { renderTools } from "../src/protocol/index.ts";
 import { trimKeys } from "../src/protocol/hermes.ts";
 import { reactProtocol as react } from "../src/protocol/react.ts";
 

@@ -1,15 +1,14 @@
 /**
- * The search-r1 protocol (src/protocol/searchR1.ts): a `Protocol` over the unchanged Search-R1 parser and strings of
- * src/env/searchR1.ts (PeterGriffinJin/Search-R1 `search_r1/llm_agent/generation.py`), byte-identical to the search
+ * The search-r1 protocol (src/protocol/searchR1.ts): a `Protocol` over the unchanged Search-R1 parser and strings
+ * of the same module (PeterGriffinJin/Search-R1 `search_r1/llm_agent/generation.py`), byte-identical to the search
  * env's prompt and observations.
  */
 import { describe, expect, it } from "vitest";
 import type { Action, Passage } from "../src/core/types.ts";
-import { INFORMATION_CLOSE, INVALID_ACTION_OBSERVATION, formatPassages, informationObservation } from "../src/env/searchR1.ts";
-import type { ToolJsonSchema } from "../src/env/tool.ts";
+import { INFORMATION_CLOSE, INVALID_ACTION_OBSERVATION, formatPassages, informationObservation, PROTOCOL_TAGS, searchR1Protocol as sr1 } from "../src/protocol/searchR1.ts";
+import type { ToolJsonSchema } from "../src/protocol/types.ts";
 import { searchPrompt } from "../src/envs/search/env.ts";
-import { PROTOCOL_TAGS, WordTokenizer } from "../src/policy/tokenizer.ts";
-import { searchR1Protocol as sr1 } from "../src/protocol/searchR1.ts";
+import { WordTokenizer } from "../src/policy/tokenizer.ts";
 
 const search: ToolJsonSchema = { name: "search", description: "Retrieve passages.", parameters: { type: "object" } };
 const opts = { tools: [search] };

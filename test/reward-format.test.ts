@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { searchAction, type Trajectory } from "../src/core/types.ts";
-import { INVALID_ACTION_OBSERVATION } from "../src/env/searchR1.ts";
+import { searchAction } from "../src/core/types.ts";
+import { INVALID_ACTION_OBSERVATION } from "../src/protocol/searchR1.ts";
 import { isValidSequence, trajectoryText } from "../src/reward/format.ts";
+import { handTrajectory } from "./trajectory-helpers.ts";
 
 /** An observation exactly as the environment appends it. */
 const I = (s: string): string => `\n\n<information>${s}</information>\n\n`;
@@ -78,21 +79,17 @@ describe("isValidSequence (port of Search-R1 is_valid_sequence)", () => {
 
 describe("trajectoryText", () => {
   it("concatenates each turn's action text and observation, without the prompt", () => {
-    const traj: Trajectory = {
-      task: { id: "t", question: "q", answers: ["a"], kind: "k" },
-      tokens: [],
-      lossMask: [],
-      logprobs: [],
-      promptLength: 0,
-      turns: [
-        { actionText: "<search> q </search>", action: searchAction("q"), observation: I("d"), sampledTokens: 3, observationTokens: 5, stopReason: "stop" },
-        { actionText: "<answer> a </answer>", action: { type: "answer", answer: "a" }, observation: "", sampledTokens: 3, observationTokens: 0, stopReason: "stop" },
-      ],
-      answer: "a",
-      searches: 1,
-      invalidActions: 0,
-      truncated: false,
-    };
+    const traj = handTrajectory(
+      { id: "t", question: "q", answers: ["a"], kind: "k" },
+      {
+        turns: [
+          { actionText: "<search> q </search>", action: searchAction("q"), observation: I("d"), sampledTokens: 3, observationTokens: 5, stopReason: "stop" },
+          { actionText: "<answer> a </answer>", action: { type: "answer", answer: "a" }, observation: "", sampledTokens: 3, observationTokens: 0, stopReason: "stop" },
+        ],
+        answer: "a",
+        searches: 1,
+      },
+    );
     expect(trajectoryText(traj)).toBe("<search> q </search>\n\n<information>d</information>\n\n<answer> a </answer>");
   });
 });

@@ -8,6 +8,7 @@ import type { Trajectory } from "../src/core/types.ts";
 import { computeReward } from "../src/reward/compose.ts";
 import { judgeUserMessage, makeJudge, OpenAIJudge, parseJudgeScore } from "../src/reward/judge.ts";
 import type { JudgeOptions } from "../src/reward/types.ts";
+import { handTrajectory } from "./trajectory-helpers.ts";
 
 /** One request the fake endpoint received. */
 interface Seen {
@@ -81,18 +82,7 @@ function opts(mode: string, over: Partial<JudgeOptions> = {}): JudgeOptions {
 }
 
 function traj(answer: string | null): Trajectory {
-  return {
-    task: { id: "t", question: "Capital of France?", answers: ["Paris"], kind: "single-hop" },
-    tokens: [],
-    lossMask: [],
-    logprobs: [],
-    promptLength: 0,
-    turns: [],
-    answer,
-    searches: 0,
-    invalidActions: 0,
-    truncated: false,
-  };
+  return handTrajectory({ id: "t", question: "Capital of France?", answers: ["Paris"], kind: "single-hop" }, { answer });
 }
 
 describe("parseJudgeScore: the first number in [0, 1]", () => {

@@ -17,7 +17,8 @@ import { emCheck, firstContainedGold, normalizeAnswer, subEmCheck, tokenF1 } fro
 import { answerGrounded, containsNormalized, firstGoldPassage, goldRetrieved, groundingPassage, normalizedPassageWords, wholeWordMatcher } from "../src/reward/evidence.ts";
 import { isValidSequence } from "../src/reward/format.ts";
 import { SequenceMatcher } from "../src/reward/match.ts";
-import { groupOptimalCalls } from "../src/reward/terms.ts";
+import { groupOptimalCalls } from "../src/reward/terms/necessity.ts";
+import { handTrajectory } from "./trajectory-helpers.ts";
 
 // ───────────── references: the direct definitions the fast versions replaced ─────────────
 
@@ -212,19 +213,8 @@ describe("D2: format_sm strips content in linear time", () => {
 
 describe("D3: the group optimum is computed once per group", () => {
   const task: Task = { id: "t", question: "q", answers: ["Dublin"], kind: "k" };
-  // A literal like the trajectories the rollout and the server build (one object shape).
-  const member = (answer: string | null, searches: number): Trajectory => ({
-    task,
-    tokens: [],
-    lossMask: [],
-    logprobs: [],
-    promptLength: 0,
-    turns: [],
-    answer,
-    searches,
-    invalidActions: 0,
-    truncated: false,
-  });
+  // One object shape, as the trajectories the rollout and the server build.
+  const member = (answer: string | null, searches: number): Trajectory => handTrajectory(task, { answer, searches });
 
   it("is recomputed whenever the group changes: members, answers, searches, tasks, gold lists", () => {
     const group = [member("dublin", 3), member("Dublin", 1), member("cork", 0)];

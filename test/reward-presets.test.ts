@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import type { Trajectory } from "../src/core/types.ts";
 import { computeReward, validateRewardConfig } from "../src/reward/compose.ts";
 import { presetWeights, REWARD_PRESETS } from "../src/reward/presets.ts";
 import { REWARD_TERMS, TERM_LIST } from "../src/reward/terms.ts";
+import { handTrajectory } from "./trajectory-helpers.ts";
 
 const DOC = readFileSync(new URL("../docs/rewards.md", import.meta.url), "utf8");
 
@@ -98,18 +98,13 @@ describe("REWARD_PRESETS", () => {
   });
 
   it("a preset composes with its documented weights: composite on a guessed unknown fact", async () => {
-    const traj: Trajectory = {
-      task: { id: "t", question: "Capital of Freedonia?", answers: ["Fredville"], kind: "single-hop", known: false, evidenceIds: ["p"] },
-      tokens: [],
-      lossMask: [],
-      logprobs: [],
-      promptLength: 0,
-      turns: [{ actionText: "<answer> Sylvan </answer>", action: { type: "answer", answer: "Sylvan" }, observation: "", sampledTokens: 3, observationTokens: 0, stopReason: "stop" }],
-      answer: "Sylvan",
-      searches: 0,
-      invalidActions: 0,
-      truncated: false,
-    };
+    const traj = handTrajectory(
+      { id: "t", question: "Capital of Freedonia?", answers: ["Fredville"], kind: "single-hop", known: false, evidenceIds: ["p"] },
+      {
+        turns: [{ actionText: "<answer> Sylvan </answer>", action: { type: "answer", answer: "Sylvan" }, observation: "", sampledTokens: 3, observationTokens: 0, stopReason: "stop" }],
+        answer: "Sylvan",
+      },
+    );
     const r = await computeReward(traj, { weights: presetWeights("composite") });
     // em 0·1 + format 1·0.1 + invalid 0·0.1 + guess (−1)·0.3 + needless 0·0.2 + ignored 0·0.2 + fabricated 0·0.5
     // + search_cost 0·0.02 = 0.1 − 0.3 = −0.2

@@ -1,18 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { searchAction, searchQuery, type Passage, type Task, type Trajectory, type Turn } from "../src/core/types.ts";
-import { formatPassages, INVALID_ACTION_OBSERVATION, informationObservation } from "../src/env/searchR1.ts";
+import { formatPassages, INVALID_ACTION_OBSERVATION, informationObservation } from "../src/protocol/searchR1.ts";
 import { computeReward, DEFAULT_REWARD_OPTIONS } from "../src/reward/compose.ts";
 import { neededCalls } from "../src/reward/evidence.ts";
-import {
-  emailMatches,
-  findSensitive,
-  groupOptimalCalls,
-  otcToolReward,
-  REWARD_TERMS,
-  SENSITIVE_PATTERNS,
-  TERM_LIST,
-} from "../src/reward/terms.ts";
+import { REWARD_TERMS, TERM_LIST } from "../src/reward/terms.ts";
+import { groupOptimalCalls, otcToolReward } from "../src/reward/terms/necessity.ts";
+import { emailMatches, findSensitive, SENSITIVE_PATTERNS } from "../src/reward/terms/safety.ts";
 import type { Judge, RewardContext, RewardOptions, TermResult } from "../src/reward/types.ts";
+import { handTrajectory } from "./trajectory-helpers.ts";
 
 // ───────────── fixture builder ─────────────
 
@@ -66,19 +61,14 @@ function invalid(text: string): Turn {
 /** A trajectory from turns: answer = last turn's answer (else null), counts derived from the turns. */
 function episode(t: Task, turns: Turn[], over: Partial<Trajectory> = {}): Trajectory {
   const last = turns.at(-1);
-  return {
-    task: t,
-    tokens: [],
-    lossMask: [],
-    logprobs: [],
-    promptLength: 0,
+  return handTrajectory(t, {
     turns,
     answer: last?.action.type === "answer" ? last.action.answer : null,
     searches: turns.filter((u) => searchQuery(u.action) !== undefined).length,
     invalidActions: turns.filter((u) => u.action.type === "invalid").length,
     truncated: last?.action.type !== "answer",
     ...over,
-  };
+  });
 }
 
 const CAPITAL = passage("country:frd:capital", "Freedonia", "The capital of Freedonia is Fredville.", { fact: "frd:capital" });

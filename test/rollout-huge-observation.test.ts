@@ -4,9 +4,10 @@
  * first; the kept tokens must be exactly those of the whole text.
  */
 import { describe, expect, it } from "vitest";
-import { INFORMATION_CLOSE } from "../src/env/searchR1.ts";
+import { INFORMATION_CLOSE } from "../src/protocol/searchR1.ts";
 import { loadTokenizer } from "../src/policy/hf/index.ts";
-import { WordTokenizer, type Tokenizer } from "../src/policy/tokenizer.ts";
+import { WordTokenizer } from "../src/policy/tokenizer.ts";
+import type { Tokenizer } from "../src/core/tokenizer.ts";
 import { OBSERVATION_TEXT_FLOOR, capObservation, observationTextToTokenize } from "../src/rollout/rollout.ts";
 import { FIXTURE_DIR } from "../scripts/make-tiny-tokenizer.ts";
 

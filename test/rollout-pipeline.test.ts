@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Task, Trajectory, TrajectoryGroup } from "../src/core/types.ts";
 import { SearchEnv, type SearchTool } from "../src/envs/search/env.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import type { SampledSequence, SampleOptions, SamplingClient } from "../src/policy/types.ts";
+import type { SampledSequence, SampleOptions, SamplingClient } from "../src/core/sampling.ts";
 import { PolicyAgent } from "../src/rollout/agent.ts";
 import { LaneGate } from "../src/rollout/lanes.ts";
 import { episodeSeed, rolloutBatch, type RolloutBatch } from "../src/rollout/rollout.ts";
@@ -83,7 +83,7 @@ const limits = { contextLength: 256, maxObservationTokens: 64 };
 async function runFake(lanes: number, salt: number, noise = true): Promise<{ batch: RolloutBatch; batches: number[][] }> {
   const sampler = new FakeBatchSampler(noise);
   const agent = new PolicyAgent(sampler, tok, { temperature: 1, maxTokensPerTurn: 16, stop });
-  const batch = await rolloutBatch(tasks, makeEnv(salt), agent, tok, limits, { groupSize: GROUP, seed: 11, lanes });
+  const batch = await rolloutBatch(tasks, { makeEnv: makeEnv(salt), agent, tokenizer: tok, limits }, { groupSize: GROUP, seed: 11, lanes });
   return { batch, batches: sampler.batches };
 }
 
@@ -147,7 +147,7 @@ describe("sampling lanes", () => {
         return e;
       };
     })();
-    const batch = await rolloutBatch(tasks, factory, agent, tok, limits, { groupSize: GROUP, seed: 11, lanes: 2 });
+    const batch = await rolloutBatch(tasks, { makeEnv: factory, agent, tokenizer: tok, limits }, { groupSize: GROUP, seed: 11, lanes: 2 });
     const reasons = batch.dropped.map((d) => d.reason);
     expect(reasons.filter((r) => r === "env_reset_error").length).toBe(4);
     const failing = Array.from({ length: GROUP }, (_, m) => episodeSeed(11, 0, m) + 1).filter((seed) => seed % 2 === 0).length;
@@ -158,8 +158,8 @@ describe("sampling lanes", () => {
 
   it("refuses a bad lane count and a concurrency limit below the batch", async () => {
     const agent = new PolicyAgent(new FakeBatchSampler(false), tok, { temperature: 1, maxTokensPerTurn: 16, stop });
-    await expect(rolloutBatch(tasks, makeEnv(0), agent, tok, limits, { groupSize: GROUP, seed: 1, lanes: 1.5 })).rejects.toThrow(/lanes must be an integer/);
-    await expect(rolloutBatch(tasks, makeEnv(0), agent, tok, limits, { groupSize: GROUP, seed: 1, lanes: 2, concurrency: 4 })).rejects.toThrow(/concurrency 4 < 16/);
+    await expect(rolloutBatch(tasks, { makeEnv: makeEnv(0), agent, tokenizer: tok, limits }, { groupSize: GROUP, seed: 1, lanes: 1.5 })).rejects.toThrow(/lanes must be an integer/);
+    await expect(rolloutBatch(tasks, { makeEnv: makeEnv(0), agent, tokenizer: tok, limits }, { groupSize: GROUP, seed: 1, lanes: 2, concurrency: 4 })).rejects.toThrow(/concurrency 4 < 16/);
     expect(() => new LaneGate(agent, 0, 4)).toThrow(/lanes must be an integer ≥ 1/);
   });
 
@@ -180,7 +180,7 @@ describe("sampling lanes", () => {
         },
       };
       const agent = new PolicyAgent(sampler, tok, { temperature: 1, maxTokensPerTurn: 16, stop });
-      const batch = await rolloutBatch(tasks, makeEnv(salt), agent, tok, limits, { groupSize: GROUP, seed: 5, lanes: 2 });
+      const batch = await rolloutBatch(tasks, { makeEnv: makeEnv(salt), agent, tokenizer: tok, limits }, { groupSize: GROUP, seed: 5, lanes: 2 });
       return { trajs: trajs(batch.groups), inner: [...inner].sort((a, b) => a[0] - b[0]) };
     };
     const a = await run(0);

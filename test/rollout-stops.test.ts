@@ -5,11 +5,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { searchAction, type Passage } from "../src/core/types.ts";
-import { INFORMATION_CLOSE } from "../src/env/searchR1.ts";
+import { INFORMATION_CLOSE } from "../src/protocol/searchR1.ts";
 import { SearchEnv, searchPrompt } from "../src/envs/search/env.ts";
 import { loadTokenizer } from "../src/policy/hf/index.ts";
-import { WordTokenizer, type Tokenizer } from "../src/policy/tokenizer.ts";
-import type { SampleOptions, SampledSequence, SamplingClient } from "../src/policy/types.ts";
+import { WordTokenizer } from "../src/policy/tokenizer.ts";
+import type { Tokenizer } from "../src/core/tokenizer.ts";
+import type { SampleOptions, SampledSequence, SamplingClient } from "../src/core/sampling.ts";
 import { PolicyAgent, protocolStops, stopCut } from "../src/rollout/agent.ts";
 import { runEpisode } from "../src/rollout/rollout.ts";
 import { assertTrajectory } from "../src/algo/datum.ts";
@@ -66,7 +67,7 @@ describe("a capped observation keeps its whole closing text (defect 3)", () => {
     it(`${name}: a capped <information> observation decodes to text ending with the exact close`, async () => {
       const sampler = new ScriptSampler(tok, ["<search> ireland </search>", "<answer> dublin </answer>"], "stop");
       const cap = 12;
-      const traj = await runEpisode(task, makeEnv, agentFor(tok, sampler), tok, { contextLength: 512, maxObservationTokens: cap }, 1);
+      const traj = await runEpisode(task, { makeEnv, agent: agentFor(tok, sampler), tokenizer: tok, limits: { contextLength: 512, maxObservationTokens: cap } }, 1);
       assertTrajectory(traj);
       const full = tok.encode(await observationOf("<search> ireland </search>"));
       expect(full.length).toBeGreaterThan(cap); // the cap did cut
@@ -90,7 +91,7 @@ describe("a capped observation keeps its whole closing text (defect 3)", () => {
       expect(closeTokens).toBeGreaterThanOrEqual(3);
       const used = tok.promptTokens(searchPrompt(question)).length + tok.encode(searchTurn).length;
       const contextLength = used + closeTokens - 1; // room: one token fewer than the close alone
-      const traj = await runEpisode(task, makeEnv, agentFor(tok, sampler), tok, { contextLength, maxObservationTokens: 64 }, 1);
+      const traj = await runEpisode(task, { makeEnv, agent: agentFor(tok, sampler), tokenizer: tok, limits: { contextLength, maxObservationTokens: 64 } }, 1);
       assertTrajectory(traj);
       expect(traj.tokens.length).toBe(used);
       expect(traj.turns).toHaveLength(1);
@@ -110,7 +111,7 @@ describe("a turn is cut at its first stop (defect 6)", () => {
     for (const reported of ["length", "stop"] as const) {
       it(`${name}, sampler reports "${reported}": only up to </search> enters the trajectory; the env acts on the search`, async () => {
         const sampler = new ScriptSampler(tok, [doubleAction, "<answer> dublin </answer>"], reported);
-        const traj = await runEpisode(task, makeEnv, agentFor(tok, sampler), tok, { contextLength: 512, maxObservationTokens: 64 }, 1);
+        const traj = await runEpisode(task, { makeEnv, agent: agentFor(tok, sampler), tokenizer: tok, limits: { contextLength: 512, maxObservationTokens: 64 } }, 1);
         assertTrajectory(traj);
         const sampledAll = tok.encode(doubleAction);
         const kept = traj.sampled![0].tokens;
@@ -181,7 +182,7 @@ describe("a turn is cut at its first stop (defect 6)", () => {
     expect(turn.tokens).toHaveLength(10);
     expect(turn.logprobs).toHaveLength(10);
     expect(turn.stopReason).toBe("context");
-    const traj = await runEpisode(task, makeEnv, agent, word, { contextLength: 64, maxObservationTokens: 32 }, 1);
+    const traj = await runEpisode(task, { makeEnv, agent, tokenizer: word, limits: { contextLength: 64, maxObservationTokens: 32 } }, 1);
     assertTrajectory(traj);
     expect(traj.tokens.length).toBeLessThanOrEqual(64);
     expect(traj.turns.every((t) => t.sampledTokens <= 16)).toBe(true);

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { SearchEnv } from "../src/envs/search/env.ts";
 import { PolicyAgent } from "../src/rollout/agent.ts";
 import { capObservation, rolloutGroups, runEpisode } from "../src/rollout/rollout.ts";
-import type { SampleOptions, SampledSequence, SamplingClient } from "../src/policy/types.ts";
+import type { SampleOptions, SampledSequence, SamplingClient } from "../src/core/sampling.ts";
 import { assertTrajectory, trajectoryToDatum } from "../src/algo/datum.ts";
 import { forcedTextFor } from "../src/train/eval.ts";
 import { retriever, tok } from "./toy-search.ts";
@@ -28,7 +28,7 @@ describe("rollout token books", () => {
   it("loss mask is 1 exactly on sampled tokens, never on prompt or observation tokens", async () => {
     const sampler = new ScriptSampler(["<search> france capital </search>", "<answer> paris </answer>"]);
     const agent = new PolicyAgent(sampler, tok, { temperature: 1, maxTokensPerTurn: 16, stop });
-    const traj = await runEpisode(task, makeEnv, agent, tok, { contextLength: 256, maxObservationTokens: 64 }, 1);
+    const traj = await runEpisode(task, { makeEnv, agent, tokenizer: tok, limits: { contextLength: 256, maxObservationTokens: 64 } }, 1);
     assertTrajectory(traj);
     expect(traj.answer).toBe("paris");
     expect(traj.searches).toBe(1);
@@ -59,7 +59,7 @@ describe("rollout token books", () => {
   it("forced text (RAG baseline) is never trained on", async () => {
     const sampler = new ScriptSampler(["paris </answer>"]);
     const agent = new PolicyAgent(sampler, tok, { temperature: 0, maxTokensPerTurn: 8, stop, forced: forcedTextFor("rag") });
-    const traj = await runEpisode(task, makeEnv, agent, tok, { contextLength: 256, maxObservationTokens: 64 }, 3);
+    const traj = await runEpisode(task, { makeEnv, agent, tokenizer: tok, limits: { contextLength: 256, maxObservationTokens: 64 } }, 3);
     expect(traj.turns[0].actionText).toBe("<search> what is the capital of france ? </search>");
     expect(traj.turns[0].sampledTokens).toBe(0);
     expect(traj.turns[1].actionText).toBe("<answer> paris </answer>");
@@ -71,7 +71,7 @@ describe("rollout token books", () => {
   it("malformed model output is an invalid action, counted, and the episode goes on", async () => {
     const sampler = new ScriptSampler(["paris paris", "<answer> paris </answer>"]);
     const agent = new PolicyAgent(sampler, tok, { temperature: 1, maxTokensPerTurn: 8, stop });
-    const traj = await runEpisode(task, makeEnv, agent, tok, { contextLength: 256, maxObservationTokens: 64 }, 1);
+    const traj = await runEpisode(task, { makeEnv, agent, tokenizer: tok, limits: { contextLength: 256, maxObservationTokens: 64 } }, 1);
     expect(traj.invalidActions).toBe(1);
     expect(traj.turns[0].action.type).toBe("invalid");
     expect(traj.answer).toBe("paris");
@@ -89,10 +89,10 @@ describe("rollout token books", () => {
     expect(capObservation(obsIds, 5)).toEqual(obsIds.slice(0, 5)); // no close declared: the head only
     const sampler = new ScriptSampler(["<search> france </search>", "<answer> paris </answer>"]);
     const agent = new PolicyAgent(sampler, tok, { temperature: 1, maxTokensPerTurn: 8, stop });
-    const traj = await runEpisode(task, makeEnv, agent, tok, { contextLength: 256, maxObservationTokens: 6 }, 1);
+    const traj = await runEpisode(task, { makeEnv, agent, tokenizer: tok, limits: { contextLength: 256, maxObservationTokens: 6 } }, 1);
     expect(traj.turns[0].observationTokens).toBe(6);
     expect(traj.turns[0].observation.endsWith("</information>\n\n")).toBe(true);
-    const groups = await rolloutGroups([task, { ...task, id: "t2" }], makeEnv, agent, tok, { contextLength: 256, maxObservationTokens: 64 }, {
+    const groups = await rolloutGroups([task, { ...task, id: "t2" }], { makeEnv, agent, tokenizer: tok, limits: { contextLength: 256, maxObservationTokens: 64 } }, {
       groupSize: 2,
       seed: 0,
     });

@@ -11,8 +11,10 @@ import { basename, dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { RunDir } from "../src/train/runDir.ts";
 import { RUN_MARKER, inspectRunFolder, planRunFolder } from "../src/train/runFolder.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { dryRun } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { dryRun } from "../src/train/dryRun.ts";
 import { consoleReporter } from "../src/cli/format.ts";
 import { ProgressLines } from "../src/cli/progress.ts";
 import { arlLauncher, resumeCommand, stopMessage } from "../src/cli/interrupt.ts";
@@ -149,7 +151,7 @@ describe("arl train deletes only what it wrote", () => {
 
   it("system folders are refused as run folders, by --dry-run as well (`--run.dir / --run.name tmp`)", async () => {
     const smoke = (dir: string, name: string) => resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": dir, "run.name": name }));
-    await expect(dryRun(smoke("/", "tmp"))).rejects.toThrow("refusing run folder /tmp: /tmp is a system folder");
+    await expect(dryRun(smoke("/", "tmp"), searchRecipe)).rejects.toThrow("refusing run folder /tmp: /tmp is a system folder");
     expect(() => new RunDir("/", "tmp", { overwrite: true })).toThrow("/tmp is a system folder");
     expect(() => new RunDir("/", "nonexistent-arl-folder", { overwrite: false })).toThrow("is a system folder");
     expect(() => planRunFolder(dirname(homedir()), homedir().split("/").pop()!, { overwrite: true })).toThrow("refusing run folder");

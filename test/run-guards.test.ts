@@ -10,10 +10,14 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { RunDir } from "../src/train/runDir.ts";
 import { RUN_MARKER, inspectRunFolder } from "../src/train/runFolder.ts";
-import { ConfigError, SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { dryRun, setup, warmStartDemos } from "../src/train/experiment.ts";
+import { ConfigError, resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { dryRun } from "../src/train/dryRun.ts";
+import { setupExperiment } from "../src/train/setup.ts";
+import { warmStartDemos } from "../src/train/warmStart.ts";
 import { rlStep } from "../src/train/rl.ts";
-import type { TrainingBackend } from "../src/policy/types.ts";
+import type { TrainingBackend } from "../src/core/training.ts";
 
 describe("run folder lock", () => {
   it("refuses a folder a live process holds, takes over one whose process is gone", async () => {
@@ -121,7 +125,7 @@ describe("a run that failed before its first checkpoint", () => {
       writeFileSync(join(dir, ".lock"), String(live.pid));
       expect(() => new RunDir(root, "live", { overwrite: false })).toThrow(`run folder ${dir} is in use by process ${live.pid}`);
       expect(existsSync(join(dir, "metrics.jsonl"))).toBe(true); // nothing cleared
-      await expect(dryRun(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "live" })))).rejects.toThrow(`is in use by process ${live.pid}`);
+      await expect(dryRun(resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "live" })), searchRecipe)).rejects.toThrow(`is in use by process ${live.pid}`);
     } finally {
       live.kill();
     }
@@ -131,7 +135,7 @@ describe("a run that failed before its first checkpoint", () => {
     const root = mkdtempSync(join(tmpdir(), "arl-stale-"));
     failedEarly(root, "smoke");
     const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "smoke" }));
-    expect((await dryRun(config)).at(-1)).toBe(`run folder: ${join(root, "smoke")} (a run that stopped before its first checkpoint: its run files would be cleared and the folder reused)`);
+    expect((await dryRun(config, searchRecipe)).at(-1)).toBe(`run folder: ${join(root, "smoke")} (a run that stopped before its first checkpoint: its run files would be cleared and the folder reused)`);
   });
 });
 
@@ -149,8 +153,8 @@ describe("faults and the warm start", () => {
   it("demonstrations are the same with faults injected at rate 1 (they are for RL and evaluation only)", async () => {
     const base = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "sft.counterfactualWorlds": "1" }));
     const faulty = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "sft.counterfactualWorlds": "1", "env.faults.rate": "1", "env.faults.kinds": "fail,garbage" }));
-    const a = await warmStartDemos(setup(base), base);
-    const b = await warmStartDemos(setup(faulty), faulty);
+    const a = await warmStartDemos(setupExperiment(base, searchRecipe), base);
+    const b = await warmStartDemos(setupExperiment(faulty, searchRecipe), faulty);
     expect(b.map((t) => t.tokens)).toEqual(a.map((t) => t.tokens));
   }, 30_000);
 });
@@ -158,7 +162,7 @@ describe("faults and the warm start", () => {
 describe("an RL step with nothing to train on", () => {
   it("is reported as a skipped update with the drop reasons, not thrown", async () => {
     const config = resolveConfig(applyOverrides({}, SMOKE_OVERRIDES));
-    const s = setup(config);
+    const s = setupExperiment(config, searchRecipe);
     const broken: TrainingBackend = {
       samplingClient: () => ({ sample: async () => [{ tokens: [-1], logprobs: [Number.NaN], stopReason: "length" }] }),
       forwardBackward: async () => {
@@ -173,8 +177,8 @@ describe("an RL step with nothing to train on", () => {
     };
     const skipped: string[] = [];
     const r = await rlStep(
-      { backend: broken, tokenizer: s.tokenizer, makeEnv: s.makeEnv, limits: s.limits, config, onSkippedUpdate: (x) => skipped.push(x) },
-      s.world.train.slice(0, 2),
+      { backend: broken, tokenizer: s.tokenizer, makeEnv: s.instance.makeEnv(0), limits: s.limits, config, onSkippedUpdate: (x) => skipped.push(x) },
+      s.instance.train.slice(0, 2),
       1,
     );
     expect(r.groups).toEqual([]);

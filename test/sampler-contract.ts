@@ -1,9 +1,9 @@
 /**
- * The stopping and validation rules every embedded sampling engine shares (`BatchedSampler`), checked the same way
- * for each engine: stop token, `maxTokens`, context cap, empty results, and bad requests.
+ * The rules every embedded sampling engine shares (`BatchedSampler`), checked the same way for each engine: stop
+ * token, `maxTokens`, context cap, empty results, bad requests, and seeded samples that do not depend on the batch.
  */
 import { expect } from "vitest";
-import type { SamplingClient } from "../src/policy/types.ts";
+import type { SampledSequence, SampleOptions, SamplingClient } from "../src/core/sampling.ts";
 
 /** A deterministic token sequence of length n over a vocabulary of V ids. */
 export function seq(n: number, k: number, V: number): number[] {
@@ -33,4 +33,24 @@ export async function expectStopAndValidation(client: SamplingClient): Promise<v
   await expect(client.sample(s(65), { n: 1, maxTokens: 1, temperature: 1, seed: 1 })).rejects.toThrow(/65 tokens.*64/);
   await expect(client.sample([1, 99], { n: 1, maxTokens: 1, temperature: 1, seed: 1 })).rejects.toThrow(/99 outside/);
   await expect(client.sample([1], { n: 0, maxTokens: 1, temperature: 1, seed: 1 })).rejects.toThrow(/n must be/);
+}
+
+/**
+ * Asserts that a seeded call (`prompt` with `opts`, n ≥ 2) samples the same tokens alone and batched with the
+ * concurrent calls `others`, that the next seed samples others, and that the rows of one call are independent draws.
+ * Returns the lone call's samples, for further checks.
+ */
+export async function expectBatchIndependent(
+  client: SamplingClient,
+  prompt: number[],
+  opts: SampleOptions & { seed: number },
+  others: [number[], SampleOptions][],
+): Promise<SampledSequence[]> {
+  const alone = await client.sample(prompt, opts);
+  const [withOthers] = await Promise.all([client.sample(prompt, opts), ...others.map(([p, o]) => client.sample(p, o))]);
+  expect(withOthers.map((s) => s.tokens)).toEqual(alone.map((s) => s.tokens));
+  const other = await client.sample(prompt, { ...opts, seed: opts.seed + 1 });
+  expect(other.map((s) => s.tokens)).not.toEqual(alone.map((s) => s.tokens));
+  expect(alone[0].tokens).not.toEqual(alone[1].tokens);
+  return alone;
 }

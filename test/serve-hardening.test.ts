@@ -12,20 +12,22 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { REWARD_PRESETS } from "../src/reward/presets.ts";
-import { createApp, listen, type RunningServer, type ServeOptions } from "../src/serve/http.ts";
-import { jsonTextTooDeepPath, tooDeepPath } from "../src/serve/limits.ts";
+import { createApp, listen, type RunningServer, type ServeOptions } from "../src/http/server.ts";
+import { jsonTextTooDeepPath, tooDeepPath } from "../src/http/limits.ts";
 import { createMcpApp, searchEnvTools } from "../src/serve/mcp.ts";
 import { createOpenAIApp } from "../src/serve/openai.ts";
 import { createRetrievalApp } from "../src/serve/retrieval.ts";
 import { createRewardApp } from "../src/serve/reward.ts";
 import { trainerApp } from "../src/serve/trainer.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 
 const config = resolveConfig(applyOverrides({}, SMOKE_OVERRIDES));
-const s = setup(config);
-const index = new BM25Index([...s.world.passages]);
+const s = setupExperiment(config, searchRecipe);
+const index = new BM25Index([...s.instance.corpus!()]);
 const KEY = "k-123";
 const opts: ServeOptions = { apiKey: KEY, bodyLimit: 64 * 1024, requestTimeoutMs: 400 };
 
@@ -209,7 +211,7 @@ describe("inputs a new user tried (each a 4xx with a reason, never a 500 or a br
   it("retrieval: a request's total query text is bounded; openai: user content required, models/<id>; lowercase bearer", async () => {
     // (The test servers take 64 KB bodies; the default limit is 16 MiB, so the query budget is what bounds the work.)
     const { RetrieveRequest } = await import("../src/serve/retrieval.ts");
-    const { parseBody } = await import("../src/serve/http.ts");
+    const { parseBody } = await import("../src/http/server.ts");
     expect(() => parseBody(RetrieveRequest, { queries: Array.from({ length: 20 }, () => "x ".repeat(2000)) })).toThrow(/query characters per request/);
     const noContent = await call("openai", "/v1/chat/completions", { model: "tiny", messages: [{ role: "user" }] });
     expect(noContent.status).toBe(400);

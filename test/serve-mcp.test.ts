@@ -1,19 +1,10 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { Task } from "../src/core/types.ts";
 import { tool, type Tool } from "../src/env/tool.ts";
-import { SearchEnv } from "../src/envs/search/env.ts";
-import { buildWorld } from "../src/envs/search/world.ts";
-import { BM25Index } from "../src/retrieval/bm25.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import type { RunningServer } from "../src/http/server.ts";
 import { createMcpApp, searchEnvTools } from "../src/serve/mcp.ts";
-
-const world = buildWorld();
-const index = new BM25Index(world.passages);
-const task = world.train.find((t) => t.id.startsWith("capital:")) as Task;
-const country = world.countries.find((c) => `capital:${c.cca3}` === task.id)!;
+import { connectMcp, country, index, searchEnvObservation, type McpConnection } from "./mcp-helpers.ts";
 
 /** A tool that always throws, to check that failures become isError results. */
 const broken = tool({
@@ -25,18 +16,17 @@ const broken = tool({
   },
 }) as unknown as Tool;
 
+let mcp: McpConnection;
 let server: RunningServer;
 let client: Client;
 
 beforeAll(async () => {
-  server = await listen(createMcpApp([...searchEnvTools(index, 3), broken]), { host: "127.0.0.1", port: 0 });
-  client = new Client({ name: "arl-test", version: "0.0.1" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
+  mcp = await connectMcp([...searchEnvTools(index, 3), broken]);
+  ({ server, client } = mcp);
 });
 
 afterAll(async () => {
-  await client?.close();
-  await server?.close();
+  await mcp?.close();
 });
 
 describe("arl serve mcp (real MCP client over Streamable HTTP)", () => {
@@ -55,13 +45,11 @@ describe("arl serve mcp (real MCP client over Streamable HTTP)", () => {
 
   it("search returns exactly the observation SearchEnv appends", async () => {
     const query = `capital of ${country.name}`;
-    const env = new SearchEnv({ retriever: index, topK: 3 });
-    await env.reset(task);
-    const step = await env.step(`<search> ${query} </search>`);
+    const observation = await searchEnvObservation(query);
     const r = await client.callTool({ name: "search", arguments: { query } });
     expect(r.isError).toBeFalsy();
-    expect(r.content).toEqual([{ type: "text", text: step.observation }]);
-    expect(step.observation.startsWith(`\n\n<information>Doc 1(Title: ${country.name}) the capital of ${country.name} is ${country.capital} .`)).toBe(true);
+    expect(r.content).toEqual([{ type: "text", text: observation }]);
+    expect(observation.startsWith(`\n\n<information>Doc 1(Title: ${country.name}) the capital of ${country.name} is ${country.capital} .`)).toBe(true);
     // topK is honoured: one passage, one Doc line.
     const one = await client.callTool({ name: "search", arguments: { query, topK: 1 } });
     const text = (one.content as { text: string }[])[0].text;

@@ -1,31 +1,26 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
-import type { RunningServer } from "../src/serve/http.ts";
+import type { RunningServer } from "../src/http/server.ts";
 import { serveOpenAI } from "../src/serve/openai.ts";
-import { ScriptedSampler, tinySetup } from "./openai-helpers.ts";
+import { ScriptedSampler, serveTinyPolicy, tinySetup } from "./openai-helpers.ts";
 
 const { s, tasks } = tinySetup();
 const tok = s.tokenizer;
-let be: EmbeddedBackend;
-let embedded: RunningServer;
+const tiny = serveTinyPolicy(s, 3);
 let scripted: RunningServer;
 let keyed: RunningServer;
 let client: OpenAI;
 let scriptedClient: OpenAI;
 
 beforeAll(async () => {
-  be = await EmbeddedBackend.create(s.gpt, 3);
-  embedded = await serveOpenAI({ name: "tiny", sampler: be.samplingClient(), tokenizer: tok, contextLength: s.gpt.contextLength });
   const policy = { name: "scripted", sampler: new ScriptedSampler(tok, tasks), tokenizer: tok, contextLength: s.gpt.contextLength };
   scripted = await serveOpenAI(policy);
   keyed = await serveOpenAI(policy, { apiKey: "sekret" });
-  client = new OpenAI({ baseURL: `${embedded.url}/v1`, apiKey: "none", maxRetries: 0 });
+  client = new OpenAI({ baseURL: `${tiny.server.url}/v1`, apiKey: "none", maxRetries: 0 });
   scriptedClient = new OpenAI({ baseURL: `${scripted.url}/v1`, apiKey: "none", maxRetries: 0 });
 });
 afterAll(async () => {
-  await Promise.all([embedded?.close(), scripted?.close(), keyed?.close()]);
-  be?.dispose();
+  await Promise.all([scripted?.close(), keyed?.close()]);
 });
 
 /** POST a raw JSON body (or text) and return status + parsed body. */
@@ -134,6 +129,7 @@ describe("arl serve openai (real HTTP, official openai client)", () => {
   });
 
   it("bad requests are 4xx with a reason, never 500", async () => {
+    const embedded = tiny.server;
     const chat = (body: unknown) => post(embedded, "/v1/chat/completions", body);
     const cases: Array<[Promise<{ status: number; json: { error?: unknown } }>, number, RegExp]> = [
       [post(embedded, "/v1/completions", { prompt: "x" }), 400, /model: expected the model id/],

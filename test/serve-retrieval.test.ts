@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Passage } from "../src/core/types.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { loadCorpus, splitContents } from "../src/retrieval/corpus.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { MAX_QUERIES, createRetrievalApp, passageContents } from "../src/serve/retrieval.ts";
 
 const passages: Passage[] = [

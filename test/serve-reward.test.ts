@@ -5,9 +5,10 @@ import { buildWorld } from "../src/envs/search/world.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 import { computeReward, type RewardConfig } from "../src/reward/compose.ts";
 import { presetWeights } from "../src/reward/presets.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { createRewardApp } from "../src/serve/reward.ts";
-import { parsePassages, trajectoryFromText } from "../src/serve/solution.ts";
+import { parsePassages } from "../src/protocol/passages.ts";
+import { trajectoryFromText } from "../src/protocol/transcript.ts";
 
 const world = buildWorld();
 const index = new BM25Index(world.passages);

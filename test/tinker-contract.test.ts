@@ -385,25 +385,24 @@ describe("body encodings", () => {
   });
 
   it("a forced wire the server cannot parse fails at once with the server's reason", async () => {
-    const tuft = await fakeOf("tuft");
-    const a = await open(tuft.fx, tuft.fake, [], { wire: "json", heartbeatMs: 0 });
-    try {
-      const err = await rejection(a.forwardBackward(SFT, "cross_entropy"));
-      expect(err.status).toBe(415);
-      expect(err.message).toContain("Unsupported Content-Type 'application/json'; expected application/x-protobuf");
-    } finally {
-      a.close();
+    const forced: Array<{ family: FamilyName; wire: "json" | "protobuf"; status: number; reason: string }> = [
+      { family: "tuft", wire: "json", status: 415, reason: "Unsupported Content-Type 'application/json'; expected application/x-protobuf" },
+      { family: "verl-tinker", wire: "protobuf", status: 422, reason: "JSON decode error" },
+    ];
+    const fakes: FakeTinkerServer[] = [];
+    for (const { family, wire, status, reason } of forced) {
+      const { fx, fake } = await fakeOf(family);
+      fakes.push(fake);
+      const client = await open(fx, fake, [], { wire, heartbeatMs: 0 });
+      try {
+        const err = await rejection(client.forwardBackward(SFT, "cross_entropy"));
+        expect(err.status, family).toBe(status);
+        expect(err.message).toContain(reason);
+      } finally {
+        client.close();
+      }
     }
-    const verl = await fakeOf("verl-tinker");
-    const b = await open(verl.fx, verl.fake, [], { wire: "protobuf", heartbeatMs: 0 });
-    try {
-      const err = await rejection(b.forwardBackward(SFT, "cross_entropy"));
-      expect(err.status).toBe(422);
-      expect(err.message).toContain("JSON decode error");
-    } finally {
-      b.close();
-    }
-    expect(verl.fake.records.filter((r) => r.endpoint === "forward_backward").map((r) => r.problems)).toEqual([
+    expect(fakes[1].records.filter((r) => r.endpoint === "forward_backward").map((r) => r.problems)).toEqual([
       ["verl-tinker forward_backward: protobuf body, the server parses JSON only", "verl-tinker forward_backward: body not decodable as protobuf"],
     ]);
   });

@@ -14,14 +14,16 @@ import { NonFiniteError } from "../src/core/finite.ts";
 import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { loadCheckpoint, saveCheckpoint } from "../src/policy/embedded/checkpoint.ts";
 import { PROTO_CONTENT_TYPE, encodeForwardBackwardRequest } from "../src/policy/tinker/proto.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { trainerApp } from "../src/serve/trainer.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-tinker-finite-"));
 const config = resolveConfig(applyOverrides({}, SMOKE_OVERRIDES));
-const s = setup(config);
+const s = setupExperiment(config, searchRecipe);
 let server: RunningServer;
 
 beforeAll(async () => {

@@ -9,10 +9,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { TinkerBackend } from "../src/policy/tinker/backend.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { trainerApp } from "../src/serve/trainer.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { runExperiment, setup, silentReporter, type Reporter } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { silentReporter, type Reporter } from "../src/train/reporter.ts";
+import { runExperiment } from "../src/train/runner.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-tinker-restart-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -21,7 +25,7 @@ const base = resolveConfig(applyOverrides({}, {
   ...SMOKE_OVERRIDES, "run.dir": root, "rl.steps": "4", "run.checkpointEvery": "1",
   "policy.backend": "tinker", "policy.tinker.baseModel": "arl/init", "policy.tinker.retryForMs": "1500",
 }));
-const s = setup(base);
+const s = setupExperiment(base, searchRecipe);
 const serve = (dir: string, port?: number, hook?: (app: ReturnType<typeof trainerApp>) => void): Promise<RunningServer> => {
   const app = trainerApp({ baseModels: [{ name: "arl/init", gpt: s.gpt, tokenizer: s.tokenizer, seed: base.run.seed }], dir: join(root, dir), longPollMs: 500 });
   hook?.(app);
@@ -34,7 +38,7 @@ describe("a run over the Tinker API when the server restarts", () => {
   it("stops with the reason, resumes from the last tinker:// checkpoint on the restarted server, and ends as an uninterrupted run", async () => {
     const straight = await serve("served-straight");
     try {
-      await runExperiment(withUrl("straight", straight.url), silentReporter, { overwrite: true });
+      await runExperiment(withUrl("straight", straight.url), searchRecipe, silentReporter, { overwrite: true });
     } finally {
       await straight.close();
     }
@@ -55,11 +59,11 @@ describe("a run over the Tinker API when the server restarts", () => {
       }),
     };
     const config = withUrl("restarted", first.url);
-    await expect(runExperiment(config, crashAfterStep2, { overwrite: true })).rejects.toThrow(/tinker .*no response.*ECONNREFUSED|tinker .*no response/);
+    await expect(runExperiment(config, searchRecipe, crashAfterStep2, { overwrite: true })).rejects.toThrow(/tinker .*no response.*ECONNREFUSED|tinker .*no response/);
 
     const second = await serve("served", port); // same --dir: the saved weights outlive the process
     try {
-      await runExperiment(config, silentReporter, { overwrite: false, resume: true });
+      await runExperiment(config, searchRecipe, silentReporter, { overwrite: false, resume: true });
     } finally {
       await second.close();
     }

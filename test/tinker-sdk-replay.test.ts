@@ -10,10 +10,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeForwardBackwardOutput, decodeForwardBackwardRequest, decodeSampleResponse } from "../src/policy/tinker/proto.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { trainerApp } from "../src/serve/trainer.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 
 interface Body {
   json?: unknown;
@@ -34,7 +36,7 @@ let server: RunningServer;
 
 beforeAll(async () => {
   const config = resolveConfig(applyOverrides({}, SMOKE_OVERRIDES)); // what `arl serve trainer --smoke` serves
-  const s = setup(config);
+  const s = setupExperiment(config, searchRecipe);
   server = await listen(trainerApp({ baseModels: [{ name: "arl/init", gpt: s.gpt, tokenizer: s.tokenizer, seed: config.run.seed }], dir: join(root, "served") }));
 }, 60_000);
 afterAll(async () => {

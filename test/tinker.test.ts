@@ -12,10 +12,16 @@ import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
 import { TinkerBackend } from "../src/policy/tinker/backend.ts";
 import { TinkerApiError, TinkerClient } from "../src/policy/tinker/client.ts";
 import { toWireDatums } from "../src/policy/tinker/wire.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { trainerApp } from "../src/serve/trainer.ts";
-import { SMOKE_OVERRIDES, applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup, silentReporter, trainRl, warmStart, warmStartDemos, type Setup } from "../src/train/experiment.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { SMOKE_OVERRIDES, searchRecipe } from "../src/envs/index.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { silentReporter } from "../src/train/reporter.ts";
+import { trainRl } from "../src/train/rlLoop.ts";
+import { replayDatums, rlWorlds } from "../src/train/runner.ts";
+import { setupExperiment, type Setup } from "../src/train/setup.ts";
+import { warmStart, warmStartDemos } from "../src/train/warmStart.ts";
 import { RunDir } from "../src/train/runDir.ts";
 import type { Task, Trajectory } from "../src/core/types.ts";
 
@@ -34,7 +40,7 @@ const post = async (path: string, body: unknown, headers: Record<string, string>
 };
 
 beforeAll(async () => {
-  s = setup(config);
+  s = setupExperiment(config, searchRecipe);
   demos = await warmStartDemos(s, config);
   const run = new RunDir(root, "warm", { overwrite: true });
   await warmStart(s, config, demos, run, silentReporter);
@@ -56,13 +62,13 @@ describe("the RL loop over the Tinker API", () => {
   it("gives the in-process run's rollouts and rewards exactly, and its training metrics to float noise", async () => {
     const inProcess = await EmbeddedBackend.create(s.gpt, config.run.seed);
     await inProcess.load(sft);
-    const a = await trainRl(inProcess, demos, s, config, new RunDir(root, "rl-local", { overwrite: true }), silentReporter, sft);
+    const a = await trainRl({ backend: inProcess, worlds: rlWorlds(s, config), replayDatums: replayDatums(s, demos), setup: s, config, run: new RunDir(root, "rl-local", { overwrite: true }), reporter: silentReporter, referenceDir: sft });
 
     const remote = { ...config, policy: { ...config.policy, backend: "tinker" as const, tinker: { ...config.policy.tinker, baseUrl: server.url, baseModel: "arl/sft" } } };
     const make = () => TinkerBackend.create({ baseUrl: server.url, baseModel: "arl/sft" });
     const backend = await make();
     const runB = new RunDir(root, "rl-http", { overwrite: true });
-    const b = await trainRl(backend, demos, s, remote, runB, silentReporter, sft, "RL", { makeReference: make });
+    const b = await trainRl({ backend, worlds: rlWorlds(s, remote), replayDatums: replayDatums(s, demos), setup: s, config: remote, run: runB, reporter: silentReporter, referenceDir: sft, label: "RL", makeReference: make });
     backend.close();
 
     expect(b.steps).toHaveLength(3);
@@ -265,7 +271,7 @@ describe("TinkerClient authentication and billing pauses (SDK 0.25: lib/_jwt_aut
 
 describe("arl train's whole experiment on a Tinker server with a real-model tokenizer", () => {
   it("warm-starts, evaluates and trains over HTTP with a byte-level BPE chat tokenizer and stop strings", async () => {
-    const { runExperiment } = await import("../src/train/experiment.ts");
+    const { runExperiment } = await import("../src/train/runner.ts");
     const { HfTokenizer } = await import("../src/policy/hf/tokenizer.ts");
     const { loadPolicy } = await import("../src/train/checkpoint.ts");
     const tokDir = join(import.meta.dirname, "fixtures", "tiny-chatml");
@@ -273,14 +279,14 @@ describe("arl train's whole experiment on a Tinker server with a real-model toke
       ...SMOKE_OVERRIDES, "run.dir": root, "run.name": "bpe", "policy.contextLength": "384", "rl.steps": "1",
       "policy.backend": "tinker", "policy.tinker.tokenizer": tokDir, "policy.tinker.baseModel": "arl/init",
     }));
-    const sb = setup(base);
+    const sb = setupExperiment(base, searchRecipe);
     expect(sb.tokenizer).toBeInstanceOf(HfTokenizer);
     const srv = await listen(trainerApp({ baseModels: [{ name: "arl/init", gpt: sb.gpt, tokenizer: sb.tokenizer, seed: 0 }], dir: join(root, "served-bpe") }));
     try {
       const config = { ...base, policy: { ...base.policy, tinker: { ...base.policy.tinker, baseUrl: srv.url } } };
-      const summary = await runExperiment(config, silentReporter, { overwrite: true });
+      const summary = await runExperiment(config, searchRecipe, silentReporter, { overwrite: true });
       expect(summary.rows.map((r) => r.policy)).toEqual(["Direct", "RAG", "Warm start (SFT)", "RL (GRPO)"]);
-      for (const r of summary.rows) expect(r.result.all.n).toBe(8);
+      for (const r of summary.rows) expect(r.n).toBe(8);
       // Prompts went through the chat template; the checkpoint keeps the tokenizer and its template.
       const sample = JSON.parse(readFileSync(join(root, "bpe", "samples", "step-0.jsonl"), "utf8").split("\n")[0]) as { tokens?: number[]; text?: string };
       expect(JSON.stringify(sample)).toContain("<|im_start|>");

@@ -28,8 +28,9 @@ import { hermesProtocol } from "../src/protocol/hermes.ts";
 import { WordTokenizer } from "../src/policy/tokenizer.ts";
 import { ScriptedAgent } from "../src/rollout/agent.ts";
 import { rolloutGroups } from "../src/rollout/rollout.ts";
-import { applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { recipeContext } from "../src/train/recipeRun.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { recipeContext } from "../src/train/setup.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "arl-tool-limits-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -47,7 +48,7 @@ describe("the hard limit on a tool's output (maxResultBytes)", () => {
     const prompt = await env().reset(task);
     const tok = WordTokenizer.fromTexts([prompt, call, answer, hermesProtocol.observation([{ name: "dump", ok: false, content: error }]).text], hermesProtocol.specialTokens);
     const script = new ScriptedAgent(tok, (ctx) => (ctx.turnIndex < 2 ? call : answer));
-    const [g] = await rolloutGroups([task], env, script, tok, { contextLength: 4096, maxObservationTokens: 256 }, { groupSize: 2, seed: 1 });
+    const [g] = await rolloutGroups([task], { makeEnv: env, agent: script, tokenizer: tok, limits: { contextLength: 4096, maxObservationTokens: 256 } }, { groupSize: 2, seed: 1 });
     for (const t of g.trajectories) {
       expect(t.turns).toHaveLength(3);
       for (const turn of t.turns.slice(0, 2)) {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Rng } from "../src/core/rng.ts";
 import { buildWorld, counterfactualWorld } from "../src/envs/search/world.ts";
 import { lengthGroupedBatches } from "../src/train/sft.ts";
-import { ptxDatums } from "../src/train/rl.ts";
+import { ptxDatums } from "../src/train/rl/update.ts";
 import type { Datum } from "../src/core/types.ts";
 
 describe("counterfactual demonstration worlds", () => {
@@ -52,12 +52,15 @@ describe("PPO-ptx replay weights", () => {
 
 describe("rlStep with observation tokens unmasked", () => {
   it("trains on observation tokens with the pre-update policy's logprobs, sampled tokens keep the sampler's", async () => {
-    const { SMOKE_OVERRIDES, applyOverrides, resolveConfig } = await import("../src/train/config.ts");
-    const { setup } = await import("../src/train/experiment.ts");
+    const { resolveConfig } = await import("../src/train/config.ts");
+    const { SMOKE_OVERRIDES } = await import("../src/envs/index.ts");
+    const { applyOverrides } = await import("../src/train/configFile.ts");
+    const { setupExperiment } = await import("../src/train/setup.ts");
+    const { searchRecipe } = await import("../src/envs/index.ts");
     const { EmbeddedBackend } = await import("../src/policy/embedded/backend.ts");
     const { rlStep } = await import("../src/train/rl.ts");
     const config = resolveConfig(applyOverrides({}, { ...SMOKE_OVERRIDES, "rl.maskObservations": "false", "reward.preset": "composite", "rl.minibatches": "1" }));
-    const s = setup(config);
+    const s = setupExperiment(config, searchRecipe);
     const real = await EmbeddedBackend.create(s.gpt, 0);
     const seen: { fb: Datum[][]; lp: Array<{ datums: Datum[]; out: number[][] }> } = { fb: [], lp: [] };
     const spy = {
@@ -75,8 +78,8 @@ describe("rlStep with observation tokens unmasked", () => {
       save: real.save.bind(real),
       load: real.load.bind(real),
     };
-    const tasks = s.world.train.slice(0, 3);
-    const res = await rlStep({ backend: spy, tokenizer: s.tokenizer, makeEnv: s.makeEnv, limits: s.limits, config }, tasks, 5);
+    const tasks = s.instance.train.slice(0, 3);
+    const res = await rlStep({ backend: spy, tokenizer: s.tokenizer, makeEnv: s.instance.makeEnv(0), limits: s.limits, config }, tasks, 5);
     const trajs = res.groups.flatMap((g) => g.trajectories);
     // An untrained policy writes invalid turns, whose corrective observations are masked from sampling.
     expect(trajs.some((t) => t.lossMask.slice(t.promptLength).includes(0))).toBe(true);

@@ -11,17 +11,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parquetMetadata } from "hyparquet";
 import { beforeAll, describe, expect, it } from "vitest";
-import {
-  DEFAULT_MIN_STEPS,
-  exportVerl,
-  maxToolResponseLength,
-  runScriptOverrides,
-  verlSchedule,
-  type VerlExportResult,
-  type VerlTarget,
-} from "../src/export/verl.ts";
-import { applyOverrides, resolveConfig } from "../src/train/config.ts";
-import { setup } from "../src/train/experiment.ts";
+import { exportVerl, type VerlExportResult } from "../src/export/verl.ts";
+import { runScriptOverrides } from "../src/export/verlRunScript.ts";
+import { DEFAULT_MIN_STEPS, verlSchedule } from "../src/export/verlSchedule.ts";
+import { maxToolResponseLength } from "../src/export/verlSearchTool.ts";
+import type { VerlTarget } from "../src/export/verlTarget.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { applyOverrides } from "../src/train/configFile.ts";
+import { searchRecipe } from "../src/envs/index.ts";
+import { setupExperiment } from "../src/train/setup.ts";
 
 interface KeyFixture {
   recorded: string[];
@@ -109,8 +107,8 @@ describe("verlSchedule: batch, steps and epochs from the dataset", () => {
   });
 
   it("max_tool_response_length covers the longest tool response (veRL's default 256 would cut it)", () => {
-    const s = setup(config);
-    expect(maxToolResponseLength(s.world.passages, 3)).toBe(1024);
+    const s = setupExperiment(config, searchRecipe);
+    expect(maxToolResponseLength(s.instance.corpus!(), 3)).toBe(1024);
     const long = [{ id: "a", title: "t", text: "x".repeat(2000) }];
     const response = JSON.stringify({ result: `Doc 1 (Title: "t")\n${"x".repeat(2000)}` }); // what search_tool.py answers
     expect(maxToolResponseLength(long, 3)).toBeGreaterThanOrEqual(2 * response.length);
@@ -214,7 +212,7 @@ describe("run.sh", () => {
   });
 
   it("a 40-row export on 8 GPUs uses micro-batch 1 (5 responses per GPU)", async () => {
-    const small = await exportVerl({ outDir: join(dir, "small"), config: resolveConfig(applyOverrides({}, { "env.world.numCountries": "12" })) });
+    const small = await exportVerl({ outDir: join(dir, "small"), config: resolveConfig(applyOverrides({}, { "env.options.numCountries": "12" })) });
     const r = runWithFakePython(small.files.runScript, {});
     expect(r.status, r.stderr).toBe(0);
     expect(r.args).toContain("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1");

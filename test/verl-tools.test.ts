@@ -22,19 +22,16 @@ import { execFile, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Passage, Task } from "../src/core/types.ts";
-import { SearchEnv } from "../src/envs/search/env.ts";
-import { buildWorld } from "../src/envs/search/world.ts";
-import { SEARCH_TOOL_SCHEMA, searchToolPy } from "../src/export/verl.ts";
+import type { Passage } from "../src/core/types.ts";
+import { SEARCH_TOOL_SCHEMA, searchToolPy } from "../src/export/verlSearchTool.ts";
 import { presetWeights } from "../src/reward/presets.ts";
-import { BM25Index } from "../src/retrieval/bm25.ts";
-import { listen, type RunningServer } from "../src/serve/http.ts";
+import { listen, type RunningServer } from "../src/http/server.ts";
 import { createMcpApp, mcpSearchJson, searchEnvTools } from "../src/serve/mcp.ts";
 import { createRetrievalApp } from "../src/serve/retrieval.ts";
 import { createRewardApp } from "../src/serve/reward.ts";
+import { connectMcp, country, index, searchEnvObservation, task, world, type McpConnection } from "./mcp-helpers.ts";
 
 /** A content part of an MCP tool result, as the SDK client returns it. */
 interface Part {
@@ -62,11 +59,6 @@ function mcpSearchToolView(content: readonly Part[]): { text: string; queries: s
   return { text, queries, totalResults };
 }
 
-const world = buildWorld();
-const index = new BM25Index(world.passages);
-const task = world.train.find((t) => t.id.startsWith("capital:")) as Task;
-const country = world.countries.find((c) => `capital:${c.cca3}` === task.id)!;
-
 /** Passages with the characters that break MCPSearchTool's regex: `'` (rewritten to `"`) and `]` (ends the match). */
 const tricky: Passage[] = [
   { id: "t1", title: "Côte d'Ivoire", text: "the capital [de jure] is yamoussoukro ; abidjan's port is \"big\" ]]" },
@@ -75,17 +67,13 @@ const tricky: Passage[] = [
 const trickyRetriever = { search: (_q: string, k: number) => tricky.slice(0, k) };
 
 const hasPython = spawnSync("python3", ["--version"]).status === 0;
-const servers: RunningServer[] = [];
-const clients: Client[] = [];
+const connections: McpConnection[] = [];
 
-/** An MCP client connected to a fresh `arl serve mcp` app over the given tools. */
+/** An MCP client connected to a fresh `arl serve mcp` app over the given tools (closed after all tests). */
 async function mcpClient(tools: Parameters<typeof createMcpApp>[0]): Promise<Client> {
-  const server = await listen(createMcpApp(tools), { host: "127.0.0.1", port: 0 });
-  servers.push(server);
-  const client = new Client({ name: "arl-verl-test", version: "0.0.1" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
-  clients.push(client);
-  return client;
+  const c = await connectMcp(tools);
+  connections.push(c);
+  return c.client;
 }
 
 let textClient: Client;
@@ -99,20 +87,17 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const c of clients) await c.close();
-  for (const s of servers) await s.close();
+  for (const c of connections) await c.close();
 });
 
 describe("arl serve mcp through veRL's MCP tool parsers (v0.5.0 – v0.7.1)", () => {
   it("text (default): MCPBaseTool passes the env's observation through verbatim; MCPSearchTool would show the model nothing", async () => {
     const query = `capital of ${country.name}`;
-    const env = new SearchEnv({ retriever: index, topK: 3 });
-    await env.reset(task);
-    const step = await env.step(`<search> ${query} </search>`);
+    const observation = await searchEnvObservation(query);
     const r = await textClient.callTool({ name: "search", arguments: { query } });
     const content = r.content as Part[];
-    expect(mcpBaseToolView(content)).toBe(step.observation);
-    expect(step.observation).toContain(`Doc 1(Title: ${country.name}) the capital of ${country.name} is ${country.capital} .`);
+    expect(mcpBaseToolView(content)).toBe(observation);
+    expect(observation).toContain(`Doc 1(Title: ${country.name}) the capital of ${country.name} is ${country.capital} .`);
     // The issue's finding: no "results": [...] in the text → an empty string for the model.
     expect(mcpSearchToolView(content)).toEqual({ text: "", queries: [""], totalResults: 0 });
   });

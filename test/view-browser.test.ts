@@ -17,7 +17,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, Page } from "playwright-core";
 import { exportView } from "../src/view/export.ts";
 import { startViewServer } from "../src/view/server.ts";
-import type { RunningServer } from "../src/serve/http.ts";
+import type { RunningServer } from "../src/http/server.ts";
 
 const CHROMIUM = process.env.ARL_CHROMIUM ?? "/usr/bin/chromium";
 const HAVE_CHROMIUM = existsSync(CHROMIUM);

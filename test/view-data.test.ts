@@ -1,5 +1,5 @@
 /**
- * `arl view`'s reading of run folders (src/view/data.ts) and its HTTP server (src/view/server.ts), without a
+ * `arl view`'s reading of run folders (src/view/sourceReader.ts) and its HTTP server (src/view/server.ts), without a
  * browser (test/view-browser.test.ts drives the page). Fixtures: real `arl train --smoke` / `arl lab --quick`
  * folders (test/fixtures/view/README.md).
  */
@@ -10,13 +10,16 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { grpoAdvantages } from "../src/algo/advantages.ts";
 import { emCheck } from "../src/reward/em.ts";
-import { SourceReader, discoverSources, joinTokenTexts, parseJsonLines } from "../src/view/data.ts";
+import { joinTokenTexts } from "../src/view/agentEpisodes.ts";
+import { parseJsonLines } from "../src/view/files.ts";
+import { SourceReader } from "../src/view/sourceReader.ts";
+import { discoverSources } from "../src/view/sources.ts";
 import { WordTokenizer, type TokenizerJson } from "../src/policy/tokenizer.ts";
 import { compile } from "vega-lite";
 import { createViewApp, ViewCatalog } from "../src/view/server.ts";
 import { scriptJson } from "../src/view/page.ts";
 import { exportView } from "../src/view/export.ts";
-import { openHostWarning, serveOptions } from "../src/cli/serve.ts";
+import { openHostWarning, serveOptions } from "../src/cli/serveFlags.ts";
 import { cachedClientBundle } from "../src/view/bundle.ts";
 import { curveTemplates } from "../src/view/curveTemplates.ts";
 import { curveRaw, curveSpec, emaSmooth, smoothedPoints, vegaSpecOf } from "../src/view/client/charts.ts";

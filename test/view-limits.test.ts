@@ -9,7 +9,8 @@ import { appendFileSync, cpSync, mkdtempSync, readFileSync, renameSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { SourceReader, discoverSources } from "../src/view/data.ts";
+import { SourceReader } from "../src/view/sourceReader.ts";
+import { discoverSources } from "../src/view/sources.ts";
 import { DEFAULT_VIEW_LIMITS } from "../src/view/limits.ts";
 import { createViewApp, ViewCatalog } from "../src/view/server.ts";
 import { JsonlTail, readCapped, type TailStats } from "../src/view/tail.ts";

@@ -10,31 +10,13 @@
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, stepCountIs, tool } from "ai";
 import { z } from "zod";
+import { retrieve } from "./retrieve.mjs";
 
 const SYSTEM = "Answer the question. Use the search tool when you do not know the answer. Reply with the answer only.";
 const RETRIEVAL_URL = process.env.ARL_RETRIEVAL_URL;
 if (!RETRIEVAL_URL) {
   console.error("ai-sdk-search: set ARL_RETRIEVAL_URL to a retrieval server (e.g. `arl serve retrieval`)");
   process.exit(2);
-}
-
-/** The top 3 passages for `query`, as Search-R1 writes them: `Doc 1(Title: T) text` one per line. */
-async function search(query) {
-  const res = await fetch(`${RETRIEVAL_URL.replace(/\/+$/, "")}/retrieve`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ queries: [query], topk: 3, return_scores: true }),
-  });
-  if (!res.ok) return `search failed: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`;
-  const { result } = await res.json();
-  const hits = result[0] ?? [];
-  if (hits.length === 0) return "No results.";
-  return hits
-    .map(({ document }, i) => {
-      const [title, ...text] = document.contents.split("\n");
-      return `Doc ${i + 1}(Title: ${title.replace(/^"|"$/g, "")}) ${text.join(" ")}`;
-    })
-    .join("\n");
 }
 
 async function readTask() {
@@ -53,7 +35,7 @@ const { text } = await generateText({
     search: tool({
       description: "Search Wikipedia; returns the top passages for the query.",
       inputSchema: z.object({ query: z.string().describe("what to search for") }),
-      execute: async ({ query }) => search(query.trim()),
+      execute: async ({ query }) => retrieve(RETRIEVAL_URL, query.trim()),
     }),
   },
   stopWhen: stepCountIs(4),

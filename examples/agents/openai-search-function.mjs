@@ -1,6 +1,6 @@
 // The search agent of openai-search.mjs as a function, for `arl train --agent-module` (and the library's
 // `trainAgent({ agent })`): it runs in the trainer's process, once per rollout, with the rollout's context instead of
-// environment variables and stdin. It imports only the `openai` client.
+// environment variables and stdin. It imports only the `openai` client (and the `search` tool's fetch in retrieve.mjs).
 //
 //   ctx.baseURL / ctx.apiKey     the rollout's OpenAI endpoint on the training gateway
 //   ctx.task                     the task: {id, question, answers, kind, ...}
@@ -8,6 +8,7 @@
 //   ctx.signal                   aborted at the rollout's deadline
 //   returns                      {answer}
 import OpenAI from "openai";
+import { retrieve } from "./retrieve.mjs";
 
 const MAX_CALLS = 4;
 const SYSTEM = "Answer the question. Use the search tool when you do not know the answer. Reply with the answer only.";
@@ -19,26 +20,6 @@ const searchTool = {
     parameters: { type: "object", properties: { query: { type: "string", description: "what to search for" } }, required: ["query"] },
   },
 };
-
-/** The top 3 passages for `query`, as Search-R1 writes them: `Doc 1(Title: T) text` one per line. */
-async function search(url, query, signal) {
-  const res = await fetch(`${url.replace(/\/+$/, "")}/retrieve`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ queries: [query], topk: 3, return_scores: true }),
-    signal,
-  });
-  if (!res.ok) return `search failed: HTTP ${res.status}`;
-  const { result } = await res.json();
-  const hits = result[0] ?? [];
-  if (hits.length === 0) return "No results.";
-  return hits
-    .map(({ document }, i) => {
-      const [title, ...text] = document.contents.split("\n");
-      return `Doc ${i + 1}(Title: ${title.replace(/^"|"$/g, "")}) ${text.join(" ")}`;
-    })
-    .join("\n");
-}
 
 /** One rollout: at most four model calls; runs the `search` calls; answers with the last reply's text. */
 export default async function searchAgent({ baseURL, apiKey, task, env, signal }) {
@@ -64,7 +45,7 @@ export default async function searchAgent({ baseURL, apiKey, task, env, signal }
       } catch {
         // unreadable arguments: an empty search
       }
-      const content = call.function.name === "search" ? await search(url, query, signal) : `unknown tool ${call.function.name}`;
+      const content = call.function.name === "search" ? await retrieve(url, query, signal) : `unknown tool ${call.function.name}`;
       messages.push({ role: "tool", tool_call_id: call.id, content });
     }
   }

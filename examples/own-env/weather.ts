@@ -1,10 +1,9 @@
 // A minimal env of your own: "which city is warmer today?" with one tool, get_weather(city). The agent must call
 // it for both cities before answering; a lazy persona guesses, so SFT learns a mix and RL learns to look it up.
 import { z } from "zod";
-import { getProtocol, renderTools, Rng, tool, toolEnv, type Action, type EnvRecipe, type Task, type TurnContext } from "agentic-rl";
+import { defineToolRecipe, Rng, tool, type Action, type Task, type TurnContext } from "agentic-rl";
 
 const CITIES = ["oslo", "cairo", "lima", "perth", "tokyo", "quito", "dakar", "hanoi", "rome", "austin", "doha", "minsk"];
-const INSTRUCTIONS = "answer with the warmer city . look both temperatures up first .";
 type Pair = { a: string; b: string };
 
 // The world: each city's temperature today (°C), re-drawn per counterfactual world k so answers cannot be memorised.
@@ -38,40 +37,31 @@ function personaAction(persona: string, ctx: TurnContext): Action {
   return next !== undefined ? { type: "tool_call", calls: [{ name: "get_weather", arguments: { city: next } }] } : { type: "answer", answer: warmer(seen, p) };
 }
 
-export const weatherRecipe: EnvRecipe<Pair> = {
+export const weatherRecipe = defineToolRecipe({
   name: "weather",
   description: "which of two cities is warmer today (one tool: get_weather)",
-  protocols: ["hermes", "react"],
-  tools: ["get_weather"],
+  toolNames: ["get_weather"],
   defaults: { "policy.contextLength": "384", "env.maxTurns": "4", "rl.maxTokensPerTurn": "32", "reward.preset": "tool-env", "sft.steps": "300", "rl.steps": "30" },
   smoke: { "policy.dModel": "32", "policy.nLayers": "1", "sft.steps": "10", "rl.steps": "2", "rl.tasksPerStep": "2", "rl.groupSize": "2", "eval.maxTasks": "4" },
-  build(ctx) {
-    const protocol = getProtocol(ctx.protocol);
-    const makeEnv = (k: number) => {
-      const t = temps(ctx.seed * 31 + k);
-      return toolEnv<Pair>({
-        protocol, instructions: INSTRUCTIONS, maxTurns: ctx.maxTurns, call: ctx.call, faults: ctx.faults, tools: [weatherTool(t)],
-        // The whole answer must be the city: `includes` paid an answer listing every city, and RL learned to (issue 29).
-        grade: ({ task, answer }) => { const right = answer?.trim().toLowerCase() === warmer(t, task.data!) ? 1 : 0; return { score: right, parts: { right } }; },
-      });
-    };
-    // Every text the policy can see or write, for the embedded word tokenizer's vocabulary; the fixed system prompt
-    // (instructions + the tool's JSON Schema) becomes one token of it.
-    const system = protocol.system(renderTools([weatherTool(new Map())]), INSTRUCTIONS);
-    const texts = () => [
-      protocol.prompt(system, ""), protocol.invalidObservation("error unknown city"),
-      ...split.map((t) => t.question),
-      ...CITIES.flatMap((city) => [protocol.format({ type: "tool_call", calls: [{ name: "get_weather", arguments: { city } }] }), protocol.format({ type: "answer", answer: city })]),
-      ...Array.from({ length: 40 }, (_, n) => protocol.observation([{ name: "get_weather", ok: true, content: JSON.stringify({ city: "oslo", temp_c: n }) }]).text),
-    ];
-    return {
-      train: split.slice(0, 110), test: split.slice(110), makeEnv, texts, fixedPrompts: () => [system],
-      personas: { careful: 0.5, lazy: 0.5 }, baselinePersona: "careful",
-      scriptedTurn: (persona, turn) => protocol.format(personaAction(persona, turn)),
-      breakdown: (traj) => ({ looked_up_both: (traj.toolCalls?.get_weather ?? 0) >= 2 ? 1 : 0 }),
-      breakdownLabels: { looked_up_both: "looked both up" },
-      describe: () => `${CITIES.length} cities, ${tasks.length} questions`,
-    };
-  },
-};
+  world: (seed) => temps(seed * 31),
+  counterfactual: (_real, { runSeed, k }) => temps(runSeed * 31 + k),
+  tasks: () => ({ train: split.slice(0, 110), test: split.slice(110) }),
+  instructions: "answer with the warmer city . look both temperatures up first .",
+  tools: ({ world }) => [weatherTool(world)],
+  // The whole answer must be the city: `includes` paid an answer listing every city, and RL learned to (issue 29).
+  grade: ({ task, answer }, { world }) => { const right = answer?.trim().toLowerCase() === warmer(world, task.data!) ? 1 : 0; return { score: right, parts: { right } }; },
+  personas: { careful: 0.5, lazy: 0.5 },
+  scriptedTurn: (persona, turn, protocol) => protocol.format(personaAction(persona, turn)),
+  breakdown: (traj) => ({ looked_up_both: (traj.toolCalls?.get_weather ?? 0) >= 2 ? 1 : 0 }),
+  breakdownLabels: { looked_up_both: "looked both up" },
+  // Every text the policy can see or write, for the embedded word tokenizer's vocabulary; the fixed system prompt
+  // (instructions + the tool's JSON Schema) becomes one token of it.
+  texts: ({ protocol, system }) => [
+    protocol.prompt(system, ""), protocol.invalidObservation("error unknown city"),
+    ...split.map((t) => t.question),
+    ...CITIES.flatMap((city) => [protocol.format({ type: "tool_call", calls: [{ name: "get_weather", arguments: { city } }] }), protocol.format({ type: "answer", answer: city })]),
+    ...Array.from({ length: 40 }, (_, n) => protocol.observation([{ name: "get_weather", ok: true, content: JSON.stringify({ city: "oslo", temp_c: n }) }]).text),
+  ],
+  describe: () => `${CITIES.length} cities, ${tasks.length} questions`,
+});
 export default weatherRecipe;

@@ -62,6 +62,41 @@ export function informativeGroups(groups: readonly TrajectoryGroup[]): Trajector
   });
 }
 
+/** Options of {@link dynamicSampling}. */
+export interface DynamicSamplingOptions {
+  /** Groups a step trains on (its number of tasks, veRL `train_batch_size`). */
+  want: number;
+  /** Most batches sampled, the first included (`rl.maxGenBatches`, veRL `max_num_gen_batches`). */
+  maxBatches: number;
+  /**
+   * Collects and rewards extra batch number `batch` (1, 2, …) for `need` more groups (`need` ≥ 1); its groups are
+   * filtered here.
+   */
+  collect(need: number, batch: number): Promise<readonly TrajectoryGroup[]>;
+}
+
+/**
+ * DAPO dynamic sampling around a step's collection: keeps the informative groups of the first (rewarded) batch, and
+ * collects more batches until `want` groups remain or `maxBatches` batches were sampled, one batch at a time
+ * (veRL `RayDAPOTrainer.fit`, recipe/dapo/dapo_ray_trainer.py).
+ * @param first the rewarded groups of the step's first batch
+ * @returns the first `want` informative groups in collection order, and how many batches were sampled
+ * @throws what `options.collect` throws; Error when a trajectory has no reward
+ */
+export async function dynamicSampling(
+  first: readonly TrajectoryGroup[],
+  options: DynamicSamplingOptions,
+): Promise<{ groups: TrajectoryGroup[]; batches: number }> {
+  let groups = informativeGroups(first);
+  let batches = 1;
+  while (groups.length < options.want && batches < options.maxBatches) {
+    const extra = await options.collect(options.want - groups.length, batches);
+    groups = [...groups, ...informativeGroups(extra)];
+    batches++;
+  }
+  return { groups: groups.slice(0, options.want), batches };
+}
+
 /**
  * DAPO dynamic sampling's source of extra prompts (`RlContext.moreTasks`): as veRL's trainer, which keeps drawing
  * *new* batches from the dataloader until enough groups have non-equal rewards (`RayDAPOTrainer.fit`,

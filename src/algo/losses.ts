@@ -217,6 +217,16 @@ export interface PolicyTokenLoss {
   ratio: number;
 }
 
+/** The clip settings of `vanillaPolicyTokenLoss`, named as in `LossConfig`. */
+export interface PolicyClip {
+  /** ε_low: the ratio is clipped below at 1 − clipLow. */
+  clipLow: number;
+  /** ε_high: the ratio is clipped above at 1 + clipHigh (DAPO clip-higher when > clipLow). */
+  clipHigh: number;
+  /** Dual-clip bound c > 1 (veRL clip_ratio_c), or undefined for no dual clip. */
+  clipRatioC?: number;
+}
+
 /**
  * veRL `vanilla` policy loss for one token (core_algos.py:1159-1250 @ b178a3c), PPO clip with separate low/high
  * ε (DAPO clip-higher, Yu et al. 2025 §3.1) and dual-clip (Ye et al. 2020, arXiv 1912.09729 §4.1): with
@@ -224,10 +234,11 @@ export interface PolicyTokenLoss {
  * `ℓ = min(−A·c, ℓ₁)`, else `ℓ = ℓ₁`. Without `clipRatioC` this is `ppoClipTokenLoss` (veRL's default c is 3.0;
  * ours is off, so the default `ppo` stays Tinker's `ppo`). Unlike veRL, the log-ratio is not clamped to ±20.
  * @param lp current logprob (nats); q sampler / old logprob (nats); A advantage
- * @param clipRatioC dual-clip bound c > 1, or undefined for none
+ * @param clip the clip range (`clipLow`, `clipHigh`) and the dual-clip bound `clipRatioC` (c > 1, or undefined for none)
  * @throws Error when clipRatioC ≤ 1 (veRL asserts the same)
  */
-export function vanillaPolicyTokenLoss(lp: number, q: number, A: number, clipLow: number, clipHigh: number, clipRatioC?: number): PolicyTokenLoss {
+export function vanillaPolicyTokenLoss(lp: number, q: number, A: number, clip: PolicyClip): PolicyTokenLoss {
+  const { clipLow, clipHigh, clipRatioC } = clip;
   if (clipRatioC !== undefined && !(clipRatioC > 1)) throw new Error(`clipRatioC must be > 1 (dual-clip PPO), got ${clipRatioC}`);
   const base = ppoClipTokenLoss(lp, q, A, clipLow, clipHigh);
   const r = base.ratio;

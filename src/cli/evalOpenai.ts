@@ -1,15 +1,16 @@
 /**
- * The `--policy openai:MODEL` part of `arl eval`: the prompt-driven baseline agents (src/agents/) against an
+ * The `--policy openai:MODEL` part of `arl eval`: the prompt-driven baseline agents (src/baselines/) against an
  * OpenAI-compatible server, evaluated on the same tasks, env and metrics as the checkpoint's rows, so they land in
  * the same summary table.
  */
-import { makeChatAgent, parseAgentKinds } from "../agents/index.ts";
+import { makeChatAgent, parseAgentKinds } from "../baselines/index.ts";
 import type { Task } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
 import { ConfigError } from "../train/config.ts";
 import { evaluateEpisodes } from "../train/eval.ts";
-import type { Reporter, SummaryRow } from "../train/experiment.ts";
+import type { EvalRow } from "../train/eval.ts";
+import type { Reporter } from "../train/reporter.ts";
 
 /** Flags of `arl eval` read here. */
 export interface OpenAIEvalFlags {
@@ -82,12 +83,12 @@ export function checkOpenAIEvalFlags(flags: OpenAIEvalFlags) {
 export async function openAIEvalRows(
   flags: ReturnType<typeof checkOpenAIEvalFlags>,
   tasks: readonly Task[],
-  makeEnv: EnvFactory,
-  tokenizer: Tokenizer,
+  env: { makeEnv: EnvFactory; tokenizer: Tokenizer },
   run: { temperature: number; seed: number },
   reporter: Reporter,
-): Promise<SummaryRow[]> {
-  const rows: SummaryRow[] = [];
+): Promise<EvalRow[]> {
+  const { makeEnv, tokenizer } = env;
+  const rows: EvalRow[] = [];
   for (const spec of flags.specs) {
     for (const kind of flags.kinds) {
       const label = `openai:${spec.model} (${kind})`;

@@ -5,8 +5,11 @@
  * (src/export/verl.ts).
  */
 import type { Command } from "commander";
-import { DEFAULT_MIN_STEPS, DEFAULT_VERL_TARGET, VERL_RELEASES, exportVerl, parseVerlTarget, type VerlTarget } from "../export/verl.ts";
-import { ConfigError, applyOverrides, readConfigFile, resolveConfig } from "../train/config.ts";
+import { exportVerl } from "../export/verl.ts";
+import { DEFAULT_MIN_STEPS } from "../export/verlSchedule.ts";
+import { DEFAULT_VERL_TARGET, parseVerlTarget, VERL_RELEASES, type VerlTarget } from "../export/verlTarget.ts";
+import { ConfigError, resolveConfig } from "../train/config.ts";
+import { applyOverrides, readConfigFile } from "../train/configFile.ts";
 
 /** Parses a positive integer flag. @throws ConfigError naming the flag */
 function positiveInt(flag: string, value: string): number {
@@ -29,7 +32,7 @@ interface ExportVerlFlags {
   trainBatchSize?: string;
 }
 
-/** Registers `arl export` and its subcommands; `overrides` gives the dotted config flags (`--env.topK 5`). */
+/** Registers `arl export` and its subcommands; `overrides` gives the dotted config flags (`--env.options.topK 5`). */
 export function registerExport(program: Command, overrides: () => Record<string, string> = () => ({})): void {
   const exp = program.command("export").description("Export the environment, data and reward for another trainer (veRL)");
   const releases = `current = ${VERL_RELEASES.current.tag}, 0.5 = ${VERL_RELEASES["0.5"].tag}`;
@@ -37,7 +40,7 @@ export function registerExport(program: Command, overrides: () => Record<string,
     .command("verl")
     .description(`veRL files (${releases}): search tool, reward_fn.py, train/test.parquet, run.sh sized from the dataset`)
     .requiredOption("--out <dir>", "folder to write into (created if missing)")
-    .option("-c, --config <file>", "YAML/JSON experiment config (world, env.topK, env.maxTurns); dotted flags override it")
+    .option("-c, --config <file>", "YAML/JSON experiment config (env.options: the search world and topK; env.maxTurns); dotted flags override it")
     .option("--reward-url <url>", "base URL of `arl serve reward`", "http://127.0.0.1:8100")
     .option("--retrieval-url <url>", "URL of `arl serve retrieval`'s endpoint", "http://127.0.0.1:8000/retrieve")
     .option("--model <id>", "Hugging Face model in run.sh", "Qwen/Qwen2.5-3B-Instruct")

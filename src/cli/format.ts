@@ -1,10 +1,12 @@
 /** Console rendering: progress bars (cli-progress), the summary table (cli-table3), readable trajectories. */
 import cliProgress from "cli-progress";
 import Table from "cli-table3";
-import type { ProgressBar, Reporter, SummaryRow } from "../train/experiment.ts";
-import type { RecipeSummary } from "../train/recipeRun.ts";
-import { LAB_TABLE_HEAD, labTableRows } from "../lab/report.ts";
-import type { LabResult } from "../lab/types.ts";
+import type { DetectorFiring } from "../reward/detectors.ts";
+import type { ExperimentConfig } from "../train/config.ts";
+import type { ProgressBar, Reporter } from "../train/reporter.ts";
+import type { EvalRow } from "../train/eval.ts";
+import type { ExperimentSummary } from "../train/summary.ts";
+import { qaCells } from "../lab/reportTables.ts";
 import { ProgressLines, type ProgressLineOptions } from "./progress.ts";
 
 /**
@@ -59,62 +61,54 @@ export function consoleReporter(options: ProgressLineOptions & { tty?: boolean }
 const pct = (x: number) => (100 * x).toFixed(1);
 const f2 = (x: number) => x.toFixed(2);
 
-/** The summary table: EM, searches per question and guess rate, all / known / unknown. */
-export function summaryTable(rows: readonly SummaryRow[]): string {
+/** The QA table of `arl eval`: EM, searches per question and guess rate, all / known / unknown facts. */
+export function summaryTable(rows: readonly EvalRow[]): string {
   const table = new Table({
     // Colours only on a terminal, so piped output and files stay plain text.
     style: process.stdout.isTTY ? {} : { head: [], border: [] },
     head: ["policy", "EM %", "EM known", "EM unknown", "searches/q", "known", "unknown", "guess % known", "guess % unknown"],
   });
-  for (const { policy, result } of rows) {
-    table.push([
-      policy,
-      pct(result.all.em),
-      pct(result.known.em),
-      pct(result.unknown.em),
-      f2(result.all.searches),
-      f2(result.known.searches),
-      f2(result.unknown.searches),
-      pct(result.known.guessRate),
-      pct(result.unknown.guessRate),
-    ]);
-  }
+  for (const { policy, result } of rows) table.push([policy, ...qaCells(result)]);
   return table.toString();
 }
 
 export { formatTrajectory } from "../rollout/format.ts";
 
-/** The lab's final table on the console (the same rows as the report's table). */
-export function labTable(lab: LabResult): string {
-  const table = new Table({ style: process.stdout.isTTY ? {} : { head: [], border: [] }, head: [...LAB_TABLE_HEAD] });
-  for (const row of labTableRows(lab)) table.push(row);
-  return table.toString();
-}
-
 /**
- * The recipe summary table: per policy, task success, mean grade, tool calls per task, invalid actions per turn,
- * then the recipe's breakdown rates (each `rate % (n)`: n = episodes where the decision arose).
+ * The summary table: per policy, task success and mean grade (when the env grades its episodes), tool calls per task,
+ * invalid actions per turn, then the recipe's breakdown (each `rate % (n)`: n = episodes where the key arose; counts,
+ * `count/…` keys, as a mean).
  */
-export function recipeTable(summary: Pick<RecipeSummary, "rows" | "breakdownLabels">): string {
+export function recipeTable(summary: Pick<ExperimentSummary, "rows" | "breakdownLabels">): string {
   // `success` and `calls` are the table's own columns already.
   const keys = Object.keys(summary.breakdownLabels).filter((k) => k !== "success" && k !== "calls" && summary.rows.some((r) => r.breakdown[k] !== undefined));
+  // An env whose episodes carry no grade (the search env scores EM through its breakdown) has no success column.
+  const graded = summary.rows.some((r) => r.score > 0 || r.success > 0);
   const table = new Table({
     style: process.stdout.isTTY ? {} : { head: [], border: [] },
-    head: ["policy", "success %", "grade", "calls/task", "invalid %", ...keys.map((k) => summary.breakdownLabels[k])],
+    head: ["policy", ...(graded ? ["success %", "grade"] : []), "calls/task", "invalid %", ...keys.map((k) => summary.breakdownLabels[k])],
   });
   for (const r of summary.rows) {
     table.push([
       r.policy,
-      pct(r.success),
-      f2(r.score),
+      ...(graded ? [pct(r.success), f2(r.score)] : []),
       f2(r.calls),
       pct(r.invalidRate),
       ...keys.map((k) => {
         const c = r.breakdown[k];
         if (c === undefined) return "-";
-        return k.startsWith("count/") || k === "calls" || k === "failed_calls" ? `${f2(c.rate)} (${c.n})` : `${pct(c.rate)} (${c.n})`;
+        return k.startsWith("count/") || k.includes("/count/") || k === "calls" || k === "failed_calls" ? `${f2(c.rate)} (${c.n})` : `${pct(c.rate)} (${c.n})`;
       }),
     ]);
   }
   return table.toString();
+}
+
+/** The detectors' line after a run: off, not evaluated (too few RL steps), quiet, or what fired. */
+export function detectorLine(config: Pick<ExperimentConfig, "detectors" | "rl">, firing: readonly DetectorFiring[]): string {
+  const d = config.detectors;
+  const needed = d.baselineSteps + d.window;
+  if (!d.enabled) return "reward-hacking detectors: off (detectors.enabled false)";
+  if (config.rl.steps < needed) return `reward-hacking detectors: not evaluated (they need ≥ ${needed} RL steps: detectors.baselineSteps + detectors.window; this run had ${config.rl.steps})`;
+  return firing.length === 0 ? "reward-hacking detectors: quiet" : `reward-hacking detectors firing:\n  ${firing.map((f) => f.message).join("\n  ")}`;
 }

@@ -15,21 +15,19 @@ import { dirname } from "node:path";
 import type { Command } from "commander";
 import { startGateway, type GatewayPolicy } from "../gateway/server.ts";
 import type { RolloutRecord } from "../gateway/types.ts";
-import { travelRecipe } from "../envs/travel/index.ts";
-import type { EnvRecipe } from "../env/recipe.ts";
+import { getRecipe } from "../envs/index.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import { IM_END } from "../protocol/hermes.ts";
-import { withRecipeDefaults } from "../run/train.ts";
+import { withRecipeDefaults } from "../train/recipeDefaults.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
-import { ConfigError, applyOverrides, resolveConfig } from "../train/config.ts";
-import { recipeSetup } from "../train/recipeRun.ts";
-import { untilSignal } from "../serve/http.ts";
+import { ConfigError, resolveConfig } from "../train/config.ts";
+import { applyOverrides } from "../train/configFile.ts";
+import { gptConfigOf, setupExperiment } from "../train/setup.ts";
+import { untilSignal } from "../http/server.ts";
 import { loadTokenizer } from "../policy/hf/index.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
 import { closeBackend, createBackend } from "../train/backends.ts";
-import { gptConfigOf } from "../train/experiment.ts";
-import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
-import { checkpointModelName } from "./serveTrainer.ts";
+import { checkpointModelName, intFlag, serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Flags of `serve gateway`. */
 export interface GatewayFlags extends ServeFlags {
@@ -80,9 +78,9 @@ export async function loadGatewayPolicy(
       dispose: () => (p.backend as { dispose?: () => void }).dispose?.(),
     };
   }
-  const recipe = travelRecipe as EnvRecipe;
+  const recipe = getRecipe("travel"); // the smoke policy speaks hermes: a tiny untrained model of the travel env
   const config = resolveConfig(applyOverrides(withRecipeDefaults({}, recipe, true), { "env.protocol": "hermes", ...overrides }));
-  const s = recipeSetup(config, recipe);
+  const s = setupExperiment(config, recipe);
   const backend = await EmbeddedBackend.create(s.gpt, config.run.seed);
   return {
     policy: { name: opts.modelName ?? "arl/smoke", sampler: backend.samplingClient(), tokenizer: s.tokenizer, contextLength: s.gpt.contextLength, ...(opts.maxTokens ? { maxTokens: opts.maxTokens } : {}) },
@@ -130,13 +128,6 @@ async function loadTinkerGatewayPolicy(opts: { checkpoint?: string; smoke?: bool
 export function jsonlRecorder(file: string): (record: RolloutRecord) => void {
   mkdirSync(dirname(file), { recursive: true });
   return (record) => appendFileSync(file, `${JSON.stringify(record)}\n`);
-}
-
-/** Parses an integer flag. @throws ConfigError naming the flag unless an integer in [min, max] */
-function intFlag(flag: string, v: string, min: number, max: number): number {
-  const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || n < min || n > max) throw new ConfigError([`${flag}: expected an integer in [${min}, ${max}], got ${JSON.stringify(v)}`]);
-  return n;
 }
 
 /** Registers `serve gateway` under `serve` (default port 8500). */

@@ -5,11 +5,10 @@
  * HTTP with no external model.
  */
 import type { Command } from "commander";
-import { untilSignal } from "../serve/http.ts";
+import { untilSignal } from "../http/server.ts";
 import { serveOpenAI } from "../serve/openai.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
-import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
-import { checkpointModelName } from "./serveTrainer.ts";
+import { checkpointModelName, serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Registers `serve openai` under `serve` (default port 8300). */
 export function registerServeOpenAI(serve: Command): void {

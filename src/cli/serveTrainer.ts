@@ -3,20 +3,17 @@
  * `arl/init` (fresh weights of the config's shape and seed, with the world's tokenizer) and one per `--checkpoint`
  * folder (named `arl/<run>-<checkpoint>`, e.g. `arl/default-sft`, or `--name`).
  */
-import { basename, dirname, resolve } from "node:path";
 import type { Command } from "commander";
 import { loadPolicy } from "../train/checkpoint.ts";
-import { ConfigError, SMOKE_OVERRIDES, applyOverrides, readConfigFile, resolveConfig } from "../train/config.ts";
-import { setup } from "../train/experiment.ts";
-import { listen, untilSignal } from "../serve/http.ts";
-import { trainerApp, type TrainerBaseModel } from "../serve/trainer.ts";
-import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
-
-/** The base-model name of a checkpoint folder: `runs/default/checkpoints/sft` → `arl/default-sft`. */
-export function checkpointModelName(dir: string): string {
-  const abs = resolve(dir);
-  return `arl/${basename(dirname(dirname(abs)))}-${basename(abs)}`.replace(/[^A-Za-z0-9/_.-]/g, "-");
-}
+import { ConfigError, resolveConfig } from "../train/config.ts";
+import { applyOverrides, readConfigFile } from "../train/configFile.ts";
+import { getRecipe } from "../envs/index.ts";
+import { envNameOf } from "../train/recipeDefaults.ts";
+import { setupExperiment } from "../train/setup.ts";
+import { listen, untilSignal } from "../http/server.ts";
+import { trainerApp } from "../serve/trainer.ts";
+import type { TrainerBaseModel } from "../serve/trainerState.ts";
+import { checkpointModelName, serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Registers `serve trainer` under `serve`. */
 export function registerServeTrainer(serve: Command, overrides: () => Record<string, string>): void {
@@ -33,10 +30,10 @@ export function registerServeTrainer(serve: Command, overrides: () => Record<str
     8400,
   ).action(async (opts: ServeFlags & { checkpoint?: string[]; name?: string[]; config?: string; smoke?: boolean; tokenizer?: string; dir: string }) => {
     let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
-    if (opts.smoke) raw = applyOverrides(raw, SMOKE_OVERRIDES);
+    if (opts.smoke) raw = applyOverrides(raw, getRecipe(envNameOf(raw)).smoke); // the env's smoke sizes (a tiny model)
     if (opts.tokenizer) raw = applyOverrides(raw, { "policy.backend": "tinker", "policy.tinker.tokenizer": opts.tokenizer });
     const config = resolveConfig(applyOverrides(raw, overrides()));
-    const s = setup(config);
+    const s = setupExperiment(config, getRecipe(config.env.name)); // arl/init: the env's vocabulary and the config's model shape
     if (opts.name && opts.name.length !== (opts.checkpoint ?? []).length) {
       throw new ConfigError([`--name: ${opts.name.length} name(s) for ${(opts.checkpoint ?? []).length} --checkpoint folder(s); give one name per checkpoint, in order`]);
     }

@@ -3,20 +3,23 @@
  * `POST /retrieve` (src/serve/retrieval.ts), veRL's `compute_score` as `POST /reward` (src/serve/reward.ts) and the
  * search environment's tools over MCP (src/serve/mcp.ts; `--result-format text|json`). Each serves the built-in world's passages, or a wiki-18
  * JSONL corpus with `--corpus`; `--config` (and dotted flags such as `--reward.preset composite`) pick the world,
- * `env.topK` and the reward.
+ * `env.options.topK` and the reward.
  */
 import type { Command } from "commander";
 import type { Passage } from "../core/types.ts";
 import { makeJudge } from "../reward/judge.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { loadCorpus } from "../retrieval/corpus.ts";
-import { listen, untilSignal } from "../serve/http.ts";
+import { listen, untilSignal } from "../http/server.ts";
 import { MCP_RESULT_FORMATS, createMcpApp, searchEnvTools, type McpResultFormat } from "../serve/mcp.ts";
 import { createRetrievalApp } from "../serve/retrieval.ts";
 import { createRewardApp } from "../serve/reward.ts";
-import { ConfigError, applyOverrides, readConfigFile, resolveConfig, rewardConfigOf, type ExperimentConfig } from "../train/config.ts";
-import { checkReward, setup } from "../train/experiment.ts";
-import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
+import { ConfigError, resolveConfig, type ExperimentConfig } from "../train/config.ts";
+import { applyOverrides, readConfigFile } from "../train/configFile.ts";
+import { rewardConfigOf } from "../reward/config.ts";
+import { DEFAULT_ENV, getRecipe, searchOptions } from "../envs/index.ts";
+import { buildInstance, checkReward } from "../train/setup.ts";
+import { intFlag, serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Flags shared by the three servers: a config file and a corpus. */
 interface CorpusFlags extends ServeFlags {
@@ -31,20 +34,13 @@ function configOf(file: string | undefined, overrides: Record<string, string>): 
 
 /** The passages served: `--corpus` (wiki-18 JSONL) or the config's built-in world. */
 async function passagesOf(config: ExperimentConfig, corpus: string | undefined): Promise<Passage[]> {
-  return corpus ? loadCorpus(corpus) : setup(config).world.passages;
-}
-
-/** Parses `--topk`. @throws ConfigError naming the flag */
-function topkFlag(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || n < 1 || n > 100) throw new ConfigError([`--topk: expected an integer in [1, 100], got ${JSON.stringify(value)}`]);
-  return n;
+  return corpus ? loadCorpus(corpus) : [...(buildInstance(config, getRecipe(DEFAULT_ENV)).corpus?.() ?? [])];
 }
 
 /** Adds `--config` and `--corpus`. */
 function corpusFlags(cmd: Command): Command {
   return cmd
-    .option("-c, --config <file>", "YAML/JSON experiment config (world, env.topK, reward); dotted flags override it")
+    .option("-c, --config <file>", "YAML/JSON experiment config (env.options: the search world and topK; reward); dotted flags override it")
     .option("--corpus <file>", "wiki-18 JSONL corpus ({id, contents}) instead of the built-in world's passages");
 }
 
@@ -52,12 +48,12 @@ function corpusFlags(cmd: Command): Command {
 export function registerServeRetrieval(serve: Command, overrides: () => Record<string, string>): void {
   serveFlags(
     corpusFlags(serve.command("retrieval").description("BM25 over HTTP: POST /retrieve as Search-R1's retrieval server and veRL's search tool call it"))
-      .option("--topk <n>", "passages per query when a request gives no topk (default env.topK, 3)"),
+      .option("--topk <n>", "passages per query when a request gives no topk (default env.options.topK, 3)"),
     8000,
   ).action(async (opts: CorpusFlags & { topk?: string }) => {
     const config = configOf(opts.config, overrides());
     const passages = await passagesOf(config, opts.corpus);
-    const defaultTopk = opts.topk === undefined ? config.env.topK : topkFlag(opts.topk);
+    const defaultTopk = opts.topk === undefined ? searchOptions(config.env.options).topK : intFlag("--topk", opts.topk, 1, 100);
     const options = serveOptions(opts);
     const server = await listen(createRetrievalApp(new BM25Index(passages), { ...options, defaultTopk }), options);
     console.log(`retrieval (BM25, ${passages.length} passages, topk ${defaultTopk}) at ${server.url}/retrieve`);
@@ -107,7 +103,7 @@ export function registerServeMcp(serve: Command, overrides: () => Record<string,
     const resultFormat = resultFormatFlag(opts.resultFormat);
     const passages = await passagesOf(config, opts.corpus);
     const options = serveOptions(opts);
-    const tools = searchEnvTools(new BM25Index(passages), config.env.topK, { resultFormat });
+    const tools = searchEnvTools(new BM25Index(passages), searchOptions(config.env.options).topK, { resultFormat });
     const server = await listen(createMcpApp(tools, options), options);
     console.log(`MCP (tools: ${tools.map((t) => t.name).join(", ")}; ${passages.length} passages; results as ${resultFormat}) at ${server.url}/mcp`);
     await untilSignal(server);

@@ -6,10 +6,10 @@
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
 import { ConfigError } from "../train/config.ts";
-import { untilSignal } from "../serve/http.ts";
+import { untilSignal } from "../http/server.ts";
 import { exportView } from "../view/export.ts";
 import { DEFAULT_POLL_MS, DEFAULT_VIEW_PORT, startViewServer } from "../view/server.ts";
-import { serveFlags, serveOptions, type ServeFlags } from "./serve.ts";
+import { serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Flags of `arl view`. */
 interface ViewFlags extends ServeFlags {

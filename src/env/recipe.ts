@@ -7,9 +7,10 @@
  * Modelled on tinker-cookbook's `RLDatasetBuilder` / `EnvGroupBuilder` (`tinker_cookbook/rl/types.py`) and TRL's
  * `environment_factory`.
  */
-import type { Task, Trajectory } from "../core/types.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
+import type { Passage, Task, Trajectory } from "../core/types.ts";
 import type { ProtocolName } from "../protocol/types.ts";
-import type { TurnContext } from "../rollout/agent.ts";
+import type { ForcedText, RolloutLimits, TurnContext } from "./episode.ts";
 import type { FaultOptions } from "./faults.ts";
 import type { ToolCallSettings } from "./toolEnv.ts";
 import type { EnvFactory } from "./types.ts";
@@ -64,7 +65,77 @@ export interface RecipeInstance<D = unknown> {
   breakdownLabels: Record<string, string>;
   /** One line for the run log (world size, tasks, tools). */
   describe(): string;
+  /**
+   * The warm-start demonstrations, when the recipe writes its own instead of the default persona mixture
+   * (`sft.demosPerTask` episodes per training task by `personas`, in the real and `sft.counterfactualWorlds` worlds).
+   * The search recipe adds one answer per known fact and reading demonstrations in its counterfactual worlds.
+   * @returns trajectories with loss mask 1 on the demonstrated tokens
+   */
+  demonstrations?(ctx: DemoContext): Promise<Trajectory[]>;
+  /**
+   * The demonstrations replayed with cross entropy in every RL update (`rl.ptxCoef`, InstructGPT's PPO-ptx), picked
+   * from the warm start's; absent = none (the search recipe replays its known-fact answers).
+   */
+  replay?(demos: readonly Trajectory[]): Trajectory[];
+  /** The training tasks of world `k` (default `train` for every world): a counterfactual world may change answers. */
+  trainTasks?(world: number): Task<D>[];
+  /**
+   * The baseline rows evaluated beside the warm start (default: the `baselinePersona` scripted, "prompt-driven").
+   * Each is a scripted persona, or the policy itself with text forced into its turns (Search-R1's Direct and RAG).
+   */
+  baselines?: readonly RecipeBaseline[];
+  /** The documents the env's retrieval tool searches, for a retrieval server or an export (absent = no corpus). */
+  corpus?(): readonly Passage[];
+  /**
+   * World `k` of a retrieval env, served to an agent outside this process (`arl train --agent`: its search tool calls
+   * the world's retrieval, a scripted teacher stands in for the policy in the warm start). World 0 is the real one;
+   * `k ≥ 1` a counterfactual copy — `"demo"` the warm start's (the worlds `demonstrations` draws for
+   * `sft.counterfactualWorlds`), `"rl"` RL's (the world of `makeEnv(k)`). Absent for an env without a retrieval corpus.
+   */
+  retrievalWorld?(use: "demo" | "rl", k: number): RetrievalWorld<D>;
 }
+
+/** One world of a retrieval env as an agent outside this process uses it (`RecipeInstance.retrievalWorld`). */
+export interface RetrievalWorld<D = unknown> {
+  /** The world's training tasks (a counterfactual world's unknown answers differ from the real world's). */
+  train: Task<D>[];
+  /**
+   * The training tasks whose answer only the retrieved passages hold (the search env's unknown-fact questions): the
+   * warm start's reading demonstrations in a counterfactual world, and the `--dry-run` probe.
+   */
+  retrievalTasks: Task<D>[];
+  /** The documents its retrieval serves. */
+  passages: readonly Passage[];
+  /** The world's own texts (passages, questions, answers) for a word tokenizer, without the env's prompt text. */
+  texts(): string[];
+  /**
+   * The turn persona `persona` (a key of the instance's `personas`) writes for `ctx` in this world, as Search-R1 text
+   * (`<search> … </search>` / `<answer> … </answer>`), which the `--agent` teacher rewrites as the agent's tool calls.
+   * @throws Error for a persona the recipe does not have
+   */
+  scriptedTurn(persona: string, ctx: TurnContext): string;
+}
+
+/** What a recipe's own `demonstrations` hook is given. */
+export interface DemoContext {
+  tokenizer: Tokenizer;
+  /** The token budgets of an episode (`policy.contextLength`, `env.maxObservationTokens`). */
+  limits: RolloutLimits;
+  /** Episodes per training task (`sft.demosPerTask`). */
+  demosPerTask: number;
+  /** Counterfactual worlds that get demonstrations besides the real one (`sft.counterfactualWorlds`). */
+  counterfactualWorlds: number;
+  /** The persona mix (persona → weight): the recipe's `personas` with the config's `sft.personas` over them. */
+  personas: Readonly<Record<string, number>>;
+}
+
+/**
+ * A baseline row of the summary: `persona` (a scripted persona of the recipe), or `forced` (the policy under
+ * evaluation with text forced into its turns: `complete` replaces the turn, otherwise it is a prefix).
+ */
+export type RecipeBaseline =
+  | { label: string; persona: string }
+  | { label: string; forced: (ctx: TurnContext) => ForcedText | undefined };
 
 /** An env recipe (see the file doc). */
 export interface EnvRecipe<D = unknown> {
@@ -89,6 +160,12 @@ export interface EnvRecipe<D = unknown> {
    * says which loophole it opens or closes. Optional: an env without designs has none in the lab.
    */
   labDesigns?: Readonly<Record<string, RecipeLabDesign>>;
+  /**
+   * How `arl lab` judges the designs: `loopholes` (default: each design's expected detectors against what fired) or
+   * `qa` (a QA env whose tasks say whether the fact is `known`: EM, searches and guess rate by known vs unknown facts,
+   * and the lab's claims about guessing and needless search).
+   */
+  labReport?: "loopholes" | "qa";
   /** @throws ConfigError/Error naming `env.options.<field>` and the allowed values on a bad option */
   build(ctx: RecipeContext): RecipeInstance<D>;
 }
@@ -105,4 +182,6 @@ export interface RecipeLabDesign {
   overrides: Record<string, string>;
   /** The detector names (`detectors.jsonl`'s `detector`) this design is expected to fire, for the lab's report. */
   expectedDetectors?: readonly string[];
+  /** Trained only when `lab.designs` names it, not in the env's default lab. */
+  optional?: boolean;
 }

@@ -12,6 +12,7 @@ import { z } from "zod";
 import type { ToolErrorKind } from "../core/types.ts";
 import { describeValue, ownCopy } from "../core/values.ts";
 import { loopTurnDue } from "../core/yieldToLoop.ts";
+import type { ToolJsonSchema } from "../protocol/types.ts";
 import { checkOutput, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_RESULT_BYTES, thrownText, truncateChars } from "./toolOutput.ts";
 
 export type { ToolErrorKind } from "../core/types.ts";
@@ -54,17 +55,18 @@ export function tool<S extends z.ZodType, R>(def: Tool<S, R>): Tool<S, R> {
   return def;
 }
 
-/** A tool described for a model or an API: the name, description and JSON Schema (draft 2020-12) of its input. */
-export interface ToolJsonSchema {
-  name: string;
-  description: string;
-  parameters: Record<string, unknown>;
-}
-
 /** The JSON Schema of a tool's input, via zod's `z.toJSONSchema` (draft 2020-12). */
 export function toolJsonSchema(t: Tool): ToolJsonSchema {
   const parameters = z.toJSONSchema(t.inputSchema) as Record<string, unknown>;
   return { name: t.name, description: t.description, parameters };
+}
+
+/**
+ * The JSON Schema declarations of `tools` (name, description, parameters via zod's `z.toJSONSchema`), in order — what
+ * `Protocol.system` and `ParseOptions.tools` take.
+ */
+export function renderTools(tools: readonly Tool[]): ToolJsonSchema[] {
+  return tools.map(toolJsonSchema);
 }
 
 /**
@@ -287,7 +289,7 @@ export async function callTool<S extends z.ZodType, R>(
       }
     }
     try {
-      last = await attemptOnce(t, parsed.data, attempt, Math.min(timeoutMs, left()), timeoutMs, { cap, maxBytes }, options.callKey);
+      last = await attemptOnce(t, parsed.data, { attempt, limitMs: Math.min(timeoutMs, left()), timeoutMs, cap, maxBytes, callKey: options.callKey });
     } finally {
       release();
     }
@@ -304,17 +306,27 @@ export async function callTool<S extends z.ZodType, R>(
   return last;
 }
 
+/**
+ * One attempt of a call: `attempt` (0 = the first try), `limitMs` (ms this attempt may run: the timeout, or less when
+ * the episode deadline is nearer), `timeoutMs` (the configured per-attempt timeout, ms), `cap` / `maxBytes` (the
+ * output's soft character cap and hard byte limit) and `callKey` (passed to `execute`).
+ */
+interface AttemptSettings {
+  attempt: number;
+  limitMs: number;
+  timeoutMs: number;
+  cap: number;
+  maxBytes: number;
+  callKey: string | undefined;
+}
+
 /** One attempt: execute under `limitMs`; a limit shorter than `timeoutMs` is the deadline's (kind `deadline`). */
 async function attemptOnce<S extends z.ZodType, R>(
   t: Tool<S, R>,
   input: z.output<S>,
-  attempt: number,
-  limitMs: number,
-  timeoutMs: number,
-  limits: { cap: number; maxBytes: number },
-  callKey: string | undefined,
+  settings: AttemptSettings,
 ): Promise<ToolResult<R> & { retryable?: true }> {
-  const { cap, maxBytes } = limits;
+  const { attempt, limitMs, timeoutMs, cap, maxBytes, callKey } = settings;
   const controller = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const byDeadline = limitMs < timeoutMs;

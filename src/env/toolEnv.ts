@@ -8,10 +8,10 @@
  * (`tinker_cookbook/rl/types.py`): the env owns its state; the loop owns tokens.
  */
 import type { Action, Grade, StepResult, Task, ToolCallResult } from "../core/types.ts";
-import type { Protocol } from "../protocol/types.ts";
+import type { Protocol, ToolJsonSchema } from "../protocol/types.ts";
 import { validateFaultOptions, withFaults, type FaultOptions } from "./faults.ts";
 import { describeValue } from "../core/values.ts";
-import { callTool, DEFAULT_MAX_OUTPUT_CHARS, toolJsonSchema, ToolLimiter, truncateChars, type Tool, type ToolJsonSchema } from "./tool.ts";
+import { callTool, DEFAULT_MAX_OUTPUT_CHARS, toolJsonSchema, ToolLimiter, truncateChars, type Tool } from "./tool.ts";
 import type { Env, EnvFactory, EpisodeInfo } from "./types.ts";
 
 /** One finished turn as the grader sees it: the parsed action and, for a tool-call turn, every call's result. */

@@ -13,6 +13,9 @@ import { searchRecipe } from "./search/recipe.ts";
 import { summarizeRecipe } from "./summarize/index.ts";
 import { travelRecipe } from "./travel/index.ts";
 
+/** The env `arl train` trains without `--env` (its runs keep the folder names runs/default and runs/smoke). */
+export const DEFAULT_ENV = "search";
+
 /** Every built-in recipe by name, in `arl envs` order. */
 export const ENV_RECIPES: Readonly<Record<string, EnvRecipe>> = {
   search: searchRecipe,
@@ -56,5 +59,9 @@ export function isRecipe(value: unknown): value is EnvRecipe {
   return r !== null && typeof r === "object" && typeof r.name === "string" && Array.isArray(r.protocols) && typeof r.build === "function";
 }
 
-export { searchRecipe } from "./search/recipe.ts";
+export { searchRecipe, searchOptions } from "./search/recipe.ts";
+/** The default env's `--smoke` preset (a tiny world and model, 2 RL steps): what tests and `arl serve trainer --smoke` use. */
+export { SEARCH_SMOKE as SMOKE_OVERRIDES } from "./search/recipe.ts";
+// The Search-R1 env over any corpus: `arl eval --data … --corpus …` and the retrieval/MCP servers build it on real files.
+export { searchEnvFactory } from "./search/env.ts";
 export { travelRecipe } from "./travel/index.ts";

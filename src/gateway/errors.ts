@@ -4,12 +4,13 @@
  * `error.code` into its `APIError`, see `node_modules/openai/core/error.d.ts`; the AI SDK's openai-compatible
  * provider parses the same shape, `node_modules/@ai-sdk/openai-compatible/dist/index.mjs`
  * `openaiCompatibleErrorDataSchema`). A client's mistake is always a 4xx, never a 500. A message is at most
- * `MAX_ERROR_MESSAGE_CHARS` long and lists at most `MAX_LISTED_PROBLEMS` problems (src/serve/limits.ts), so a body of
+ * `MAX_ERROR_MESSAGE_CHARS` long and lists at most `MAX_LISTED_PROBLEMS` problems (src/http/limits.ts), so a body of
  * 10⁴ invalid messages gets a short answer.
  */
+import type { FastifyReply } from "fastify";
 import type { z } from "zod";
-import { HttpError } from "../serve/http.ts";
-import { capMessage, issueMessage, listProblems, pathName } from "../serve/limits.ts";
+import { HttpError, NestingError } from "../http/server.ts";
+import { capMessage, issueMessage, listProblems, pathName } from "../http/limits.ts";
 
 /** The body of every gateway error response (OpenAI's). */
 export interface OpenAIErrorBody {
@@ -26,7 +27,7 @@ export interface OpenAIErrorBody {
 }
 
 /**
- * An error with its HTTP status and OpenAI error fields. Extends `HttpError` (src/serve/http.ts), so code that
+ * An error with its HTTP status and OpenAI error fields. Extends `HttpError` (src/http/server.ts), so code that
  * handles the project's HTTP errors handles these too.
  */
 export class GatewayError extends HttpError {
@@ -106,4 +107,23 @@ export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.o
 
 function fail(message: string, param: string | null): never {
   throw new GatewayError(400, message, param, "invalid_value");
+}
+
+/** An error thrown inside a route → the OpenAI error body and status (`bodyLimit`: bytes, named in a 413). */
+export function errorReply(err: Error & { statusCode?: number; code?: string }, reply: FastifyReply, bodyLimit: number): FastifyReply {
+  if (err instanceof GatewayError) {
+    if (err.status === 409) void reply.header("x-should-retry", "false"); // the openai client retries 409 otherwise
+    return reply.code(err.status).send(err.body());
+  }
+  if (err instanceof NestingError) return reply.code(400).send(openAIError(400, err.message, err.field, "invalid_value"));
+  if (err instanceof HttpError) return reply.code(err.status).send(openAIError(err.status, err.message));
+  const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+  if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || (status === 400 && err instanceof SyntaxError)) {
+    return reply.code(400).send(openAIError(400, `the request body is not valid JSON (${err.message})`, null, "invalid_json"));
+  }
+  if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+    return reply.code(413).send(openAIError(413, `the request body is over this gateway's limit of ${bodyLimit} bytes (for its context; serve with a larger bodyLimit / --max-body to raise it)`, null, "request_too_large"));
+  }
+  if (err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return reply.code(400).send(openAIError(400, "the request body is empty; expected a JSON object", null, "invalid_json"));
+  return reply.code(status).send(openAIError(status, status === 500 ? `internal error: ${err.message}` : err.message));
 }

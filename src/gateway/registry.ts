@@ -14,7 +14,7 @@ import type { GatewayCall, GatewayReward, RolloutRecord } from "./types.ts";
 import { GatewayError } from "./errors.ts";
 import { mergeCalls } from "./records.ts";
 import { assistantKey, type ChatMsg } from "./render.ts";
-import { quoteShort } from "../serve/limits.ts";
+import { quoteShort } from "../http/limits.ts";
 
 /** Default time a rollout has to be rewarded (ms): 10 minutes. */
 export const DEFAULT_DEADLINE_MS = 600_000;

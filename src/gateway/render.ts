@@ -22,8 +22,8 @@
  * the rollout appends observations. Cutting at the same places in every call keeps earlier pieces' tokens identical.
  */
 import { IM_END, IM_START, hermesProtocol, toJsonLikeTemplate } from "../protocol/hermes.ts";
-import type { ToolJsonSchema } from "../env/tool.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { ToolJsonSchema } from "../protocol/types.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
 
 /** Qwen2.5's default system prompt (written by its template when the first message is not a system message). */
 export const QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";

@@ -33,7 +33,7 @@
  * context, 1-16 MiB) and by `MAX_JSON_DEPTH` levels of nesting (400 naming the field; tool-call `arguments` too), the
  * rendered prompt's text by `contextLength × maxBytesPerToken` bytes (400 `context_length_exceeded`, not tokenised),
  * then its tokens by `contextLength`; each stop sequence by `MAX_STOP_CHARS`. Tokenising a prompt over
- * `INLINE_WORK_BYTES` runs in a `WorkLane` (src/serve/limits.ts): one at a time, each in its own macrotask, so
+ * `INLINE_WORK_BYTES` runs in a `WorkLane` (src/http/limits.ts): one at a time, each in its own macrotask, so
  * `/healthz` and other rollouts' calls are answered between them. Rollout ids are `ROLLOUT_ID_RE` (never `.` or `..`).
  *
  * Tool calls: the completion is parsed by the hermes protocol (`<tool_call>{"name", "arguments"}</tool_call>`).
@@ -42,23 +42,24 @@
  * the model's text, the trainer sees an invalid action; never a 5xx. `tool_choice: "none"` leaves the text unparsed.
  * `tool_choice` cannot constrain sampling (no guided decoding): it decides how the text is read. Tools are always
  * rendered when given, so a rollout's prompts keep one prefix whatever each call's `tool_choice`.
+ *
+ * Here: the options, the app and its routes. Requests are read in `./chatRequest.ts`, completions in
+ * `./completion.ts`, answered in `./chatResponse.ts`; errors are `./errors.ts`'s.
  */
-import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type OpenAI from "openai";
-import type { ToolCall } from "../core/types.ts";
-import { stripThink } from "../env/searchR1.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
-import type { SampledSequence, SamplingClient } from "../policy/types.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
+import type { SamplingClient } from "../core/sampling.ts";
 import { IM_END, hermesProtocol } from "../protocol/hermes.ts";
 import type { Protocol } from "../protocol/types.ts";
-import { stopCut, protocolStops } from "../rollout/agent.ts";
-import { HttpError, NestingError, createApp, listen, type ServeOptions } from "../serve/http.ts";
-import { DEFAULT_MAX_BYTES_PER_TOKEN, MAX_JSON_DEPTH, WorkLane, contextBodyLimit, pathName, quoteShort, tooDeepPath } from "../serve/limits.ts";
-import { GatewayError, defaultCode, openAIError, parseRequest } from "./errors.ts";
+import { createApp, listen, type ServeOptions } from "../http/server.ts";
+import { DEFAULT_MAX_BYTES_PER_TOKEN, WorkLane, contextBodyLimit, quoteShort } from "../http/limits.ts";
+import { chatMessages, chatTools, toolChoice } from "./chatRequest.ts";
+import { completionReply } from "./chatResponse.ts";
+import { readTurn, stopsFor, type Turn } from "./completion.ts";
+import { GatewayError, defaultCode, errorReply, openAIError, parseRequest } from "./errors.ts";
 import { RolloutRegistry, checkRolloutId, type CallTicket } from "./registry.ts";
-import { QWEN_DEFAULT_SYSTEM, encodePieces, renderPieces, toolSchemas, type ChatCall, type ChatMsg, type ChatTool } from "./render.ts";
-import { ChatCompletionBody, OpenBody, RewardBody, type ChatCompletionRequest } from "./schema.ts";
+import { QWEN_DEFAULT_SYSTEM, encodePieces, renderPieces } from "./render.ts";
+import { ChatCompletionBody, OpenBody, RewardBody } from "./schema.ts";
 import type { GatewayCall, RolloutRecord } from "./types.ts";
 
 /** The policy the gateway serves. */
@@ -142,218 +143,6 @@ export function deriveSeed(...parts: Array<string | number>): number {
   return h % SEED_MOD;
 }
 
-/** Text of a content field (parts joined; null → ''). */
-function text(content: string | Array<{ text: string }> | null | undefined): string {
-  if (content === null || content === undefined) return "";
-  return typeof content === "string" ? content : content.map((p) => p.text).join("");
-}
-
-/**
- * @throws GatewayError 400 naming the field when tool-call `arguments` (JSON text) nest deeper than `MAX_JSON_DEPTH`
- *   levels: the renderer prints them with a recursive walk
- */
-function checkArgumentsDepth(args: string, field: string): void {
-  if (args.length <= MAX_JSON_DEPTH) return; // too short to nest that deep
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(args);
-  } catch {
-    return; // not JSON: rendered as a string
-  }
-  const path = tooDeepPath(parsed, MAX_JSON_DEPTH);
-  if (path !== undefined) {
-    throw new GatewayError(400, `${field}: JSON nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects (at ${pathName(path.slice(0, 6)) ?? "the top"}…); flatten it`, field, "invalid_value");
-  }
-}
-
-/** Validated request messages → the renderer's messages. @throws GatewayError 400 on arguments nested too deep */
-function chatMessages(body: ChatCompletionRequest): ChatMsg[] {
-  return body.messages.map((m, i) => {
-    const role = m.role === "developer" ? "system" : m.role;
-    const toolCalls: ChatCall[] =
-      m.role === "assistant"
-        ? (m.tool_calls ?? []).map((c, j) => {
-            checkArgumentsDepth(c.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`);
-            return { name: c.function.name, arguments: c.function.arguments };
-          })
-        : [];
-    return { role, content: text(m.content), toolCalls };
-  });
-}
-
-/** Validated tools; @throws GatewayError 400 on a repeated name */
-function chatTools(body: ChatCompletionRequest): ChatTool[] {
-  const tools = (body.tools ?? []).map((t) => ({
-    name: t.function.name,
-    ...(typeof t.function.description === "string" ? { description: t.function.description } : {}),
-    ...(t.function.parameters ? { parameters: t.function.parameters } : {}),
-  }));
-  const seen = new Set<string>();
-  tools.forEach((t, i) => {
-    if (seen.has(t.name)) throw new GatewayError(400, `tools[${i}].function.name: tool ${JSON.stringify(t.name)} is declared twice`, `tools[${i}].function.name`, "invalid_value");
-    seen.add(t.name);
-  });
-  return tools;
-}
-
-/** How a completion is read: not parsed (`none`), parsed (`auto`), must call a tool (`required`), or one named tool. */
-type Choice = { kind: "none" } | { kind: "auto" } | { kind: "required" } | { kind: "named"; name: string };
-
-/** @throws GatewayError 400 for `required` / a named tool without tools, or a name not among them */
-function toolChoice(body: ChatCompletionRequest, tools: readonly ChatTool[]): Choice {
-  const c = body.tool_choice;
-  if (c === null || c === undefined || c === "auto") return { kind: "auto" };
-  if (c === "none") return { kind: "none" };
-  if (tools.length === 0) throw new GatewayError(400, `tool_choice: ${JSON.stringify(c)} needs tools; this request declares none`, "tool_choice", "invalid_value");
-  if (c === "required") return { kind: "required" };
-  const name = c.function.name;
-  if (!tools.some((t) => t.name === name)) {
-    const names = tools.slice(0, 10).map((t) => t.name).join(", ") + (tools.length > 10 ? ` … and ${tools.length - 10} more` : "");
-    throw new GatewayError(400, `tool_choice: unknown tool ${quoteShort(name)}; the request's tools are ${names}`, "tool_choice.function.name", "invalid_value");
-  }
-  return { kind: "named", name };
-}
-
-/** One completion read back: what is recorded and what is returned. */
-interface Turn {
-  completionTokens: number[];
-  logprobs: number[];
-  finishReason: GatewayCall["finishReason"];
-  content: string;
-  toolCalls: ToolCall[];
-  invalid: boolean;
-  /** Why the turn is invalid (logged in the response's `x-arl-invalid` header), or undefined. */
-  reason?: string;
-  /** The tokens whose decoding starts the content (for stream chunking). */
-  textTokens: number[];
-}
-
-/** Stop conditions of a call: the protocol's end-of-turn and the request's `stop` strings. */
-interface Stops {
-  ids: number[];
-  /** End-of-turn ids (kept in the completion, never in the content). */
-  turnEnd: Set<number>;
-  /** Every string that ends a completion (protocol's and request's), with the request's normalised spellings. */
-  strings: string[];
-  /** Strings sent to the sampler (undefined when the protocol and request need none). */
-  samplerStrings: string[] | undefined;
-}
-
-/**
- * A request's stops. A `stop` string that is one token also becomes a stop id (the embedded engine stops on ids
- * only); a longer one is matched in the decoded text after sampling, in both its spelling and the tokenizer's
- * decoding of it (the word tokenizer decodes lower-cased and space-separated).
- */
-function stopsFor(tokenizer: Tokenizer, protocol: Protocol, stop: string | string[] | null | undefined): Stops {
-  const base = protocolStops(tokenizer, protocol.stops);
-  const user = stop === null || stop === undefined ? [] : typeof stop === "string" ? [stop] : stop;
-  const ids = [...base.stop];
-  const strings = [...protocol.stops];
-  for (const s of user) {
-    strings.push(s);
-    const enc = tokenizer.encode(s);
-    const dec = enc.length > 0 ? tokenizer.decode(enc) : "";
-    if (dec !== "" && dec !== s && !dec.includes("[UNK]")) strings.push(dec);
-    if (enc.length === 1 && !dec.includes("[UNK]")) ids.push(enc[0]);
-  }
-  const samplerStrings = base.stopStrings.length > 0 || user.length > 0 ? [...protocol.stops, ...user] : undefined;
-  return { ids, turnEnd: new Set(base.stop), strings, samplerStrings };
-}
-
-/** The earliest occurrence of any of `strings` in `s`: its index, or -1. */
-function firstOf(s: string, strings: readonly string[]): number {
-  let best = -1;
-  for (const x of strings) {
-    const at = s.indexOf(x);
-    if (at >= 0 && (best < 0 || at < best)) best = at;
-  }
-  return best;
-}
-
-/**
- * Cuts a sample at its first stop (kept in the completion, as sampled) and reads it with the protocol (see the module
- * doc for malformed output).
- */
-function readTurn(s: SampledSequence, tokenizer: Tokenizer, protocol: Protocol, stops: Stops, tools: readonly ChatTool[], choice: Choice, parallel: boolean): Turn {
-  const cut = stopCut(tokenizer, s.tokens, stops.ids, stops.strings);
-  const completionTokens = cut >= 0 ? s.tokens.slice(0, cut + 1) : s.tokens.slice();
-  const logprobs = cut >= 0 ? s.logprobs.slice(0, cut + 1) : s.logprobs.slice();
-  const endsTurn = cut >= 0 && stops.turnEnd.has(completionTokens[completionTokens.length - 1]);
-  const textTokens = endsTurn ? completionTokens.slice(0, -1) : completionTokens;
-  let body = tokenizer.decode(textTokens);
-  if (cut >= 0 && !endsTurn) {
-    const at = firstOf(body, stops.strings);
-    if (at >= 0) body = body.slice(0, at); // OpenAI: the stop sequence is not returned
-  }
-  const length = cut < 0 && s.stopReason !== "stop";
-  const plain = (invalid: boolean, reason?: string): Turn => ({
-    completionTokens,
-    logprobs,
-    finishReason: length ? "length" : "stop",
-    content: body.trim(),
-    toolCalls: [],
-    invalid,
-    ...(reason !== undefined ? { reason } : {}),
-    textTokens,
-  });
-  if (choice.kind === "none") return plain(false);
-  const schemas = toolSchemas(choice.kind === "named" ? tools.filter((t) => t.name === choice.name) : tools);
-  const action = protocol.parse(body, { tools: schemas, maxCallsPerTurn: parallel ? Number.POSITIVE_INFINITY : 1 });
-  if (action.type === "invalid") return plain(true, action.reason);
-  if (action.type === "answer") {
-    return choice.kind === "auto" ? plain(false) : plain(true, `tool_choice ${choice.kind === "named" ? choice.name : "required"}: the completion called no tool`);
-  }
-  const at = stripThink(body, true).indexOf("<tool_call>");
-  return {
-    completionTokens,
-    logprobs,
-    finishReason: "tool_calls",
-    content: (at >= 0 ? body.slice(0, at) : "").trim(),
-    toolCalls: action.calls,
-    invalid: false,
-    textTokens,
-  };
-}
-
-/** A tool call id (`call_` + 24 hex digits, as OpenAI's are opaque strings). */
-function callId(): string {
-  return `call_${randomBytes(12).toString("hex")}`;
-}
-
-type ToolCallOut = OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall;
-
-/**
- * The content split into stream deltas at token boundaries: a delta ends after token i when the decoded prefix is a
- * prefix of the content (so multi-byte characters and protocol cuts never split wrongly). At most ~64 deltas.
- */
-function contentDeltas(content: string, textTokens: readonly number[], tokenizer: Tokenizer): string[] {
-  if (content === "") return [];
-  const out: string[] = [];
-  let sent = 0;
-  const step = Math.max(1, Math.ceil(textTokens.length / 64));
-  for (let i = step; i < textTokens.length && sent < content.length; i += step) {
-    const prefix = tokenizer.decode(textTokens.slice(0, i)).trimStart();
-    if (prefix.length > sent && content.startsWith(prefix)) {
-      out.push(content.slice(sent, prefix.length));
-      sent = prefix.length;
-    }
-  }
-  if (sent < content.length) out.push(content.slice(sent));
-  return out;
-}
-
-/** The OpenAI `logprobs` block of a completion: every sampled token with its logprob (nats). */
-function logprobsBlock(tokens: readonly number[], logprobs: readonly number[], tokenizer: Tokenizer, top: boolean): OpenAI.Chat.Completions.ChatCompletion.Choice.Logprobs {
-  return {
-    content: tokens.map((t, i) => {
-      const token = tokenizer.decode([t]);
-      const bytes = [...Buffer.from(token, "utf8")];
-      return { token, logprob: logprobs[i], bytes, top_logprobs: top ? [{ token, logprob: logprobs[i], bytes }] : [] };
-    }),
-    refusal: null,
-  };
-}
-
 /** Races a promise against a timeout. @throws GatewayError 504 when `ms` passes first */
 async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -366,25 +155,6 @@ async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** An error thrown inside a route → the OpenAI error body and status (`bodyLimit`: bytes, named in a 413). */
-function errorReply(err: Error & { statusCode?: number; code?: string }, reply: FastifyReply, bodyLimit: number): FastifyReply {
-  if (err instanceof GatewayError) {
-    if (err.status === 409) void reply.header("x-should-retry", "false"); // the openai client retries 409 otherwise
-    return reply.code(err.status).send(err.body());
-  }
-  if (err instanceof NestingError) return reply.code(400).send(openAIError(400, err.message, err.field, "invalid_value"));
-  if (err instanceof HttpError) return reply.code(err.status).send(openAIError(err.status, err.message));
-  const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-  if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || (status === 400 && err instanceof SyntaxError)) {
-    return reply.code(400).send(openAIError(400, `the request body is not valid JSON (${err.message})`, null, "invalid_json"));
-  }
-  if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
-    return reply.code(413).send(openAIError(413, `the request body is over this gateway's limit of ${bodyLimit} bytes (for its context; serve with a larger bodyLimit / --max-body to raise it)`, null, "request_too_large"));
-  }
-  if (err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return reply.code(400).send(openAIError(400, "the request body is empty; expected a JSON object", null, "invalid_json"));
-  return reply.code(status).send(openAIError(status, status === 500 ? `internal error: ${err.message}` : err.message));
 }
 
 /**
@@ -499,7 +269,7 @@ export function gatewayApp(options: GatewayOptions): Gateway {
       );
       const s = samples[0];
       if (s === undefined || s.tokens.length !== s.logprobs.length) throw new Error(`the sampler returned ${s === undefined ? "no sample" : `${s.tokens.length} tokens with ${s.logprobs.length} logprobs`}`);
-      turn = readTurn(s, tokenizer, protocol, stops, tools, choice, body.parallel_tool_calls !== false);
+      turn = readTurn(s, { tokenizer, protocol, stops, tools, choice, parallel: body.parallel_tool_calls !== false });
       // A client that hung up never sees this completion (and may retry it): recording it would put a turn the
       // agent never had into the rollout.
       if (req.raw.socket?.destroyed === true) {
@@ -509,7 +279,6 @@ export function gatewayApp(options: GatewayOptions): Gateway {
       if (ticket) registry.abandonCall(ticket);
       throw e;
     }
-    const toolCalls: ToolCallOut[] = turn.toolCalls.map((c) => ({ id: callId(), type: "function", function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
     if (ticket) {
       const call: Omit<GatewayCall, "index"> = {
         promptTokens: prompt,
@@ -524,56 +293,7 @@ export function gatewayApp(options: GatewayOptions): Gateway {
       registry.completeCall(ticket, call, messages);
     }
     if (turn.reason !== undefined) void reply.header("x-arl-invalid", encodeURIComponent(turn.reason).slice(0, 512));
-    const completionId = `chatcmpl-${randomBytes(12).toString("hex")}`;
-    const now = Math.floor(Date.now() / 1000);
-    const usage = { prompt_tokens: prompt.length, completion_tokens: turn.completionTokens.length, total_tokens: prompt.length + turn.completionTokens.length };
-    const lp = body.logprobs === true ? logprobsBlock(turn.completionTokens, turn.logprobs, tokenizer, (body.top_logprobs ?? 0) > 0) : null;
-    if (body.stream !== true) {
-      const res: OpenAI.Chat.Completions.ChatCompletion = {
-        id: completionId,
-        object: "chat.completion",
-        created: now,
-        model: policy.name,
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: "assistant",
-              content: toolCalls.length > 0 && turn.content === "" ? null : turn.content,
-              refusal: null,
-              ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-            },
-            logprobs: lp,
-            finish_reason: turn.finishReason,
-          },
-        ],
-        usage,
-      };
-      return res;
-    }
-    // Streaming: OpenAI's chunk sequence — role, content deltas, one delta per tool call, the finish, usage, [DONE].
-    const withUsage = body.stream_options?.include_usage === true;
-    const chunk = (choices: OpenAI.Chat.Completions.ChatCompletionChunk["choices"], u?: OpenAI.Completions.CompletionUsage): string => {
-      const c: OpenAI.Chat.Completions.ChatCompletionChunk = {
-        id: completionId,
-        object: "chat.completion.chunk",
-        created: now,
-        model: policy.name,
-        choices,
-        ...(withUsage ? { usage: u ?? null } : {}),
-      };
-      return `data: ${JSON.stringify(c)}\n\n`;
-    };
-    let out = chunk([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
-    for (const d of contentDeltas(turn.content, turn.textTokens, tokenizer)) out += chunk([{ index: 0, delta: { content: d }, logprobs: null, finish_reason: null }]);
-    toolCalls.forEach((c, index) => {
-      out += chunk([{ index: 0, delta: { tool_calls: [{ index, id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } }] }, logprobs: null, finish_reason: null }]);
-    });
-    // The sampled tokens' logprobs ride on the finishing chunk: every token once, whatever the content chunking.
-    out += chunk([{ index: 0, delta: {}, logprobs: lp, finish_reason: turn.finishReason }]);
-    if (withUsage) out += chunk([], usage);
-    out += "data: [DONE]\n\n";
-    return reply.header("content-type", "text/event-stream; charset=utf-8").header("cache-control", "no-cache").send(out);
+    return completionReply(reply, { turn, prompt, body, model: policy.name, tokenizer });
   };
 
   /** @throws GatewayError 404 when a rollout is named that does not exist (and is not opened on demand) */

@@ -5,291 +5,15 @@
  *
  * Rendering is deterministic: the same `LabResult` gives byte-identical HTML (no dates, ids rewritten per chart,
  * text widths estimated rather than measured with a canvas, so the output does not depend on installed packages).
+ * Tables: `./reportTables.ts`; charts: `./reportCharts.ts`.
  */
-import * as vega from "vega";
-import * as vl from "vega-lite";
-import type { TopLevelSpec } from "vega-lite";
-import type { Metrics } from "../core/types.ts";
-import type { DesignResult, DetectorFiring, EnvDesignResult, EnvLabResult, EvalSummary, LabResult, RecipeRow } from "./types.ts";
+import { esc } from "./html.ts";
+import { chartsSection, useEstimatedTextWidths } from "./reportCharts.ts";
+import { DYNAMICS_HEAD, ENV_DYNAMICS_HEAD, LAB_TABLE_HEAD, dynamicsRows, envDynamicsRows, envLabTable, labTableRows, type LabAlgorithm } from "./reportTables.ts";
+import type { DesignResult, DetectorFiring, EnvLabResult, LabResult } from "./types.ts";
 
 /** What the charts, firings and examples of a report read of a design (search or env lab alike). */
 type DesignView = Pick<DesignResult, "name" | "steps" | "detectors" | "firingsDuringTraining" | "examples" | "description" | "weights" | "overrides" | "rlWallMs">;
-
-/** Column headings of the final table, in the order of the cells of {@link labTableRows}. */
-export const LAB_TABLE_HEAD: readonly string[] = [
-  "policy",
-  "EM %",
-  "EM % known",
-  "EM % unknown",
-  "searches/q",
-  "searches/q known",
-  "searches/q unknown",
-  "guess % known",
-  "guess % unknown",
-  "needless-search %",
-  "detectors at end",
-];
-
-/** Metrics always charted first (when any design has a value for them), in this order. */
-const CORE_METRICS = ["reward/mean", "em", "searches", "hack/guess_rate_unknown"] as const;
-/** Metrics charted last, when present. */
-const TAIL_METRICS = ["train/entropy", "hack/kl_ref", "train/grad_norm"] as const;
-
-/** Tableau 10: one colour per design, in design order (cycled beyond ten designs). */
-const PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"];
-
-const CHART_WIDTH = 520;
-const CHART_HEIGHT = 200;
-/** Draw a point per step only up to this many steps (beyond, points only clutter the lines). */
-const MAX_STEPS_WITH_POINTS = 30;
-
-/** A number in [0, 1] as a percentage with one decimal, e.g. `0.4102` → `"41.0"`; `"n/a"` when not finite. */
-function pct(x: number): string {
-  return Number.isFinite(x) ? (100 * x).toFixed(1) : "n/a";
-}
-
-/** A mean count with two decimals, e.g. `1.5` → `"1.50"`; `"n/a"` when not finite. */
-function f2(x: number): string {
-  return Number.isFinite(x) ? x.toFixed(2) : "n/a";
-}
-
-/** One table row's cells (after the policy name) from an evaluation summary. */
-function evalCells(e: EvalSummary): string[] {
-  return [
-    pct(e.all.em),
-    pct(e.known.em),
-    pct(e.unknown.em),
-    f2(e.all.searches),
-    f2(e.known.searches),
-    f2(e.unknown.searches),
-    pct(e.known.guessRate),
-    pct(e.unknown.guessRate),
-    pct(e.needlessSearchRate),
-  ];
-}
-
-/** Names of the detectors firing at the end of a design's training, comma separated, or `quiet`. */
-function detectorCell(d: Pick<DesignResult, "detectors">): string {
-  return d.detectors.length === 0 ? "quiet" : d.detectors.map((f) => f.detector).join(", ");
-}
-
-/**
- * The final table as formatted cells, one row per policy: first the warm start (`"warm start (SFT)"`), then one row
- * per design in `lab.designs` order. Cells follow {@link LAB_TABLE_HEAD}: EM % (all / known / unknown, one decimal),
- * searches per question (all / known / unknown, two decimals), guess % on known and unknown facts, needless-search
- * rate % (one decimal; `"n/a"` for a non-finite value, e.g. an empty slice), and the detectors firing at the end
- * (names joined by `", "`, `"quiet"` when none, `"—"` for the warm start, which has no training). The HTML report
- * shows exactly these strings, so the CLI can print the same table. Throws nothing for a well-formed `LabResult`.
- */
-export function labTableRows(lab: LabResult): string[][] {
-  return [
-    ["warm start (SFT)", ...evalCells(lab.warmStart), "—"],
-    ...lab.designs.map((d) => [d.name, ...evalCells(d.after), detectorCell(d)]),
-  ];
-}
-
-/** Columns of {@link dynamicsRows}. */
-export const DYNAMICS_HEAD: readonly string[] = ["design", "algorithm", "held-out EM %", "Δ EM vs warm start (pts)", "reward (last 20 %)", "KL to warm start (last 20 %)", "entropy (last 20 %)", "grad norm (mean)", "s / RL step"];
-
-/** Mean of `key` over the last ⌈steps/5⌉ steps that have it (the claims' window); NaN when none. */
-export function finalWindowMean(steps: readonly Metrics[], key: string): number {
-  const vals = steps.map((m) => m[key]).filter((v): v is number => Number.isFinite(v));
-  if (vals.length === 0) return Number.NaN;
-  const w = vals.slice(-Math.max(1, Math.ceil(vals.length / 5)));
-  return w.reduce((a, b) => a + b, 0) / w.length;
-}
-
-/**
- * The lab's own algorithm, under every design that does not set its own: the lab config's `rl.advantage` and
- * `rl.lossFn` (a `--rl.advantage gae` flag applies to all designs). Absent → `grpo · ppo`, the defaults.
- */
-export interface LabAlgorithm {
-  advantage: string;
-  lossFn: string;
-}
-
-/**
- * The algorithm a design trains: its `rl.advantage` / `rl.lossFn` overrides, else the lab's (`base`, its config's),
- * else `grpo · ppo`; then its other `rl.*` overrides.
- */
-export function algorithmLabel(d: Pick<DesignResult, "overrides">, base?: LabAlgorithm): string {
-  const o = d.overrides;
-  const adv = o["rl.advantage"] ?? base?.advantage ?? "grpo";
-  const loss = o["rl.lossFn"] ?? base?.lossFn ?? "ppo";
-  const extra = Object.entries(o).filter(([k]) => k.startsWith("rl.") && k !== "rl.advantage" && k !== "rl.lossFn").map(([k, v]) => `${k.slice(3)}=${v}`);
-  return [`${adv} · ${loss}`, ...extra].join(", ");
-}
-
-/**
- * The training-dynamics table, one row per design (cells follow {@link DYNAMICS_HEAD}): held-out EM after RL and its
- * change from the warm start, then over the last 20 % of RL steps the mean reward, KL to the warm start
- * (`hack/kl_ref`, nats/token) and entropy (`train/entropy`, nats), the mean gradient norm over all steps, and RL
- * wall seconds per step (`rlWallMs`; the only cell that is not deterministic). `"n/a"` where a metric is missing.
- */
-export function dynamicsRows(lab: LabResult, base?: LabAlgorithm): string[][] {
-  return dynamicsOf(lab.designs, (d) => d.after.all.em, lab.warmStart.all.em, base);
-}
-
-/** {@link dynamicsRows} of an env lab: held-out task success (`RecipeRow.success`) in place of EM. Columns {@link ENV_DYNAMICS_HEAD}. */
-export function envDynamicsRows(lab: EnvLabResult, base?: LabAlgorithm): string[][] {
-  return dynamicsOf(lab.designs, (d) => d.after.success, lab.warmStart.success, base);
-}
-
-/** Columns of {@link envDynamicsRows}. */
-export const ENV_DYNAMICS_HEAD: readonly string[] = ["design", "algorithm", "held-out success %", "Δ success vs warm start (pts)", ...DYNAMICS_HEAD.slice(4)];
-
-/** The dynamics cells of designs whose held-out score (in [0, 1]) is `score`; `warm` the warm start's. */
-function dynamicsOf<D extends Pick<DesignResult, "name" | "steps" | "overrides" | "rlWallMs">>(designs: readonly D[], score: (d: D) => number, warm: number, base?: LabAlgorithm): string[][] {
-  const f = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "n/a");
-  return designs.map((d) => {
-    const gn = d.steps.map((m) => m["train/grad_norm"]).filter((v): v is number => Number.isFinite(v));
-    return [
-      d.name,
-      algorithmLabel(d, base),
-      f(100 * score(d), 1),
-      f(100 * (score(d) - warm), 1),
-      f(finalWindowMean(d.steps, "reward/mean"), 3),
-      f(finalWindowMean(d.steps, "hack/kl_ref"), 4),
-      f(finalWindowMean(d.steps, "train/entropy"), 3),
-      f(gn.length > 0 ? gn.reduce((a, b) => a + b, 0) / gn.length : Number.NaN, 3),
-      d.rlWallMs === undefined || d.steps.length === 0 ? "n/a" : (d.rlWallMs / 1000 / d.steps.length).toFixed(2),
-    ];
-  });
-}
-
-/** True when `key` has a finite value at some step of some design. */
-function hasMetric(designs: readonly Pick<DesignResult, "steps">[], key: string): boolean {
-  return designs.some((d) => d.steps.some((m) => Number.isFinite(m[key])));
-}
-
-/**
- * The metric keys the report charts, in chart order: `reward/mean`, `em`, `searches`, `hack/guess_rate_unknown`,
- * then every other `hack/*` key found in any design's steps (sorted by code unit, `hack/kl_ref` excluded), then
- * `train/entropy` and `hack/kl_ref`. A key is listed only when at least one step of one design has a finite value
- * for it; keys without any data are left out (the report names them under the charts).
- */
-export function chartMetrics(lab: Pick<LabResult, "designs">): string[] {
-  return chartKeys(lab.designs, CORE_METRICS);
-}
-
-/** `core`, then every other `hack/*` key (sorted by code unit), then the tail metrics; only keys with data. */
-function chartKeys(designs: readonly Pick<DesignResult, "steps">[], core: readonly string[], skip: readonly string[] = []): string[] {
-  const hack = new Set<string>();
-  for (const d of designs) for (const m of d.steps) for (const k of Object.keys(m)) if (k.startsWith("hack/") && !skip.includes(k)) hack.add(k);
-  const fixed = new Set<string>([...core, ...TAIL_METRICS]);
-  const others = [...hack].filter((k) => !fixed.has(k)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  return [...core, ...others, ...TAIL_METRICS].filter((k) => hasMetric(designs, k));
-}
-
-/** HTML-escapes text for element content and double-quoted attribute values. */
-function esc(s: string): string {
-  return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
-}
-
-/** One data point of a chart: a design's metric value at an RL step. */
-interface Point {
-  step: number;
-  value: number;
-  design: string;
-}
-
-/** The points of one metric across designs, skipping steps where the metric is missing or not finite. */
-function metricPoints(designs: readonly Pick<DesignResult, "name" | "steps">[], key: string): Point[] {
-  const points: Point[] = [];
-  for (const d of designs) {
-    d.steps.forEach((m: Metrics, step) => {
-      const value = m[key];
-      if (Number.isFinite(value)) points.push({ step, value, design: d.name });
-    });
-  }
-  return points;
-}
-
-/** The Vega-Lite spec of one metric's chart: one line per design, x = RL step, colour = design (fixed across charts). */
-function chartSpec(key: string, points: Point[], designNames: string[], maxStep: number): TopLevelSpec {
-  return {
-    width: CHART_WIDTH,
-    height: CHART_HEIGHT,
-    background: "white",
-    title: { text: key, anchor: "start" },
-    data: { values: points },
-    mark: { type: "line", point: maxStep + 1 <= MAX_STEPS_WITH_POINTS, strokeWidth: 1.5, clip: true },
-    encoding: {
-      x: {
-        field: "step",
-        type: "quantitative",
-        title: "RL step",
-        scale: { domain: [0, Math.max(1, maxStep)], nice: false },
-        axis: { format: "d", tickMinStep: 1 },
-      },
-      y: { field: "value", type: "quantitative", title: key, scale: { zero: false } },
-      color: {
-        field: "design",
-        type: "nominal",
-        title: "design",
-        scale: { domain: designNames, range: designNames.map((_, i) => PALETTE[i % PALETTE.length]) },
-      },
-    },
-  };
-}
-
-/** Vega's text-metrics hook (exported by vega at runtime, missing from its type declarations). */
-interface TextMetrics {
-  width: unknown;
-  estimateWidth: unknown;
-}
-
-/**
- * Makes vega estimate text widths from font size instead of measuring them with node-canvas, if that package happens
- * to be installed: measured widths depend on installed fonts, which would make the SVG differ between machines.
- * (Without `canvas`, vega estimates anyway; this only changes anything when `canvas` is present in the process.)
- */
-function useEstimatedTextWidths(): void {
-  const tm = (vega as unknown as { textMetrics?: TextMetrics }).textMetrics;
-  if (tm && typeof tm.estimateWidth === "function" && tm.width !== tm.estimateWidth) tm.width = tm.estimateWidth;
-}
-
-/**
- * Renames every id defined in a vega SVG (clip paths, gradients) and its references to `${prefix}${n}` (n = 1, 2, …
- * in order of definition): vega numbers them from a process-wide counter, so ids would differ between renders and
- * collide between charts in one document.
- */
-function scopeSvgIds(svg: string, prefix: string): string {
-  const ids = new Map<string, string>();
-  for (const m of svg.matchAll(/\sid="([^"]+)"/g)) if (!ids.has(m[1])) ids.set(m[1], `${prefix}${ids.size + 1}`);
-  if (ids.size === 0) return svg;
-  return svg.replace(/(\sid="|="url\(#|\shref="#|\sxlink:href="#)([^")]+)/g, (whole, lead: string, id: string) => {
-    const renamed = ids.get(id);
-    return renamed === undefined ? whole : `${lead}${renamed}`;
-  });
-}
-
-/** Renders a Vega-Lite spec to an SVG string in Node (no canvas, no DOM). Throws what vega throws on a bad spec. */
-async function renderSvg(spec: TopLevelSpec): Promise<string> {
-  const compiled = vl.compile(spec).spec;
-  const view = new vega.View(vega.parse(compiled), { renderer: "none", logLevel: vega.Error });
-  try {
-    return await view.toSVG();
-  } finally {
-    view.finalize();
-  }
-}
-
-/** The `<section>` of charts, one `<figure>` with an inline SVG per charted metric. */
-async function chartsSection(lab: { designs: readonly Pick<DesignResult, "name" | "steps">[] }, core: readonly string[] = CORE_METRICS, skip: readonly string[] = []): Promise<string> {
-  const keys = chartKeys(lab.designs, core, skip);
-  const names = lab.designs.map((d) => d.name);
-  const maxStep = Math.max(0, ...lab.designs.map((d) => d.steps.length - 1));
-  const figures: string[] = [];
-  for (const [i, key] of keys.entries()) {
-    const svg = scopeSvgIds(await renderSvg(chartSpec(key, metricPoints(lab.designs, key), names, maxStep)), `chart${i}-def`);
-    figures.push(`<figure class="chart">${svg}<figcaption>${esc(key)}</figcaption></figure>`);
-  }
-  const missing = core.filter((k) => !keys.includes(k));
-  const note = missing.length > 0 ? `<p class="note">No data for: ${missing.map((k) => `<code>${esc(k)}</code>`).join(", ")}.</p>` : "";
-  const body = figures.length > 0 ? `<div class="charts">${figures.join("\n")}</div>` : "<p>No per-step metrics recorded.</p>";
-  return `<section id="charts"><h2>Metrics over RL steps</h2>\n${body}\n${note}</section>`;
-}
 
 /** A `<ul>` of firings (detector name and message), or a "none" paragraph. */
 function firingList(firings: readonly DetectorFiring[], none: string): string {
@@ -348,6 +72,66 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;border:1px sol
 .quiet,.note,.small{color:#666}.small{font-size:.85em}dl.designs dt{font-weight:bold;margin-top:.5em}
 `;
 
+/** What `reportDocument` assembles: the page's title and sections (HTML), in order. */
+interface ReportParts {
+  /** `<title>` text (escaped here). */
+  title: string;
+  /** The lab's name, the `<h1>` (escaped here). */
+  name: string;
+  /** The line under the title (escaped here). */
+  sub: string;
+  /** The section before the table (claims, or loopholes per design). */
+  lead: string;
+  /** The final table (`<table id="final">`). */
+  table: string;
+  dynamics: string;
+  charts: string;
+  designs: readonly DesignView[];
+}
+
+/** The final table as HTML; `text(i, n)`: whether cell i of a row of n is text (left-aligned) rather than a number. */
+function finalTable(head: readonly string[], rows: readonly string[][], text: (i: number, n: number) => boolean): string {
+  const th = `<tr>${head.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
+  const tr = rows.map((cells) => `<tr>${cells.map((c, i) => (text(i, cells.length) ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
+  return `<table id="final">\n<thead>${th}</thead>\n<tbody>\n${tr.join("\n")}\n</tbody>\n</table>`;
+}
+
+/** The training-dynamics section (empty without designs): the design and algorithm are text, the rest numbers. */
+function dynamicsSection(head: readonly string[], rows: readonly string[][], designs: number): string {
+  if (designs === 0) return "";
+  const th = `<tr>${head.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
+  const tr = rows.map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
+  return `<section id="dynamics"><h2>Training dynamics per design</h2>\n<table id="dynamics-table">\n<thead>${th}</thead>\n<tbody>\n${tr.join("\n")}\n</tbody>\n</table>\n</section>`;
+}
+
+/** The whole HTML document of a report from its parts (the same page for a search and an env lab). */
+function reportDocument(p: ReportParts): string {
+  const firings = p.designs.length === 0 ? '<p class="quiet">No designs.</p>' : p.designs.map(designFirings).join("\n");
+  const examples = p.designs.length === 0 ? '<p class="quiet">No designs.</p>' : p.designs.map(designExamples).join("\n");
+  return [
+    "<!DOCTYPE html>",
+    '<html lang="en">',
+    "<head>",
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    `<title>${esc(p.title)}</title>`,
+    `<style>${STYLE}</style>`,
+    "</head>",
+    "<body>",
+    `<h1>Reward lab: ${esc(p.name)}</h1>`,
+    `<p class="sub">${esc(p.sub)}</p>`,
+    p.lead,
+    `<section id="table"><h2>Final evaluation (held-out)</h2>\n${p.table}\n${designList({ designs: p.designs })}\n</section>`,
+    p.dynamics,
+    p.charts,
+    `<section id="detectors"><h2>Detector firings</h2>\n${firings}\n</section>`,
+    `<section id="examples"><h2>Example trajectories</h2>\n${examples}\n</section>`,
+    "</body>",
+    "</html>",
+    "",
+  ].join("\n");
+}
+
 /**
  * Renders a lab to one self-contained HTML document (UTF-8, inline CSS and SVG, no scripts, no network references).
  * Sections in order: title (name, seed, RL steps per design, held-out questions, quick/full, total wall time in
@@ -377,79 +161,20 @@ export async function renderReport(lab: LabResult, base?: LabAlgorithm): Promise
       ? '<p class="quiet">No claims.</p>'
       : `<ul class="claims">${lab.claims.map((c) => `<li><strong>${esc(c.title)}</strong> — ${esc(c.text)}</li>`).join("\n")}</ul>`;
 
-  const head = `<tr>${LAB_TABLE_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
-  const rows = labTableRows(lab).map(
-    (cells) => `<tr>${cells.map((c, i) => (i === 0 || i === cells.length - 1 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`,
-  );
-  const table = `<table id="final">\n<thead>${head}</thead>\n<tbody>\n${rows.join("\n")}\n</tbody>\n</table>`;
-
-  const dynHead = `<tr>${DYNAMICS_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
-  const dynRows = dynamicsRows(lab, base).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
-  const dynamics = lab.designs.length === 0 ? "" : `<section id="dynamics"><h2>Training dynamics per design</h2>\n<table id="dynamics-table">\n<thead>${dynHead}</thead>\n<tbody>\n${dynRows.join("\n")}\n</tbody>\n</table>\n</section>`;
-  const charts = await chartsSection(lab);
-  const firings = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designFirings).join("\n");
-  const examples = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designExamples).join("\n");
-
-  return [
-    "<!DOCTYPE html>",
-    '<html lang="en">',
-    "<head>",
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    `<title>Reward lab: ${esc(lab.name)}</title>`,
-    `<style>${STYLE}</style>`,
-    "</head>",
-    "<body>",
-    `<h1>Reward lab: ${esc(lab.name)}</h1>`,
-    `<p class="sub">${esc(sub)}</p>`,
-    `<section id="claims"><h2>Claims</h2>\n${claims}\n</section>`,
-    `<section id="table"><h2>Final evaluation (held-out)</h2>\n${table}\n${designList(lab)}\n</section>`,
-    dynamics,
-    charts,
-    `<section id="detectors"><h2>Detector firings</h2>\n${firings}\n</section>`,
-    `<section id="examples"><h2>Example trajectories</h2>\n${examples}\n</section>`,
-    "</body>",
-    "</html>",
-    "",
-  ].join("\n");
+  return reportDocument({
+    title: `Reward lab: ${lab.name}`,
+    name: lab.name,
+    sub,
+    lead: `<section id="claims"><h2>Claims</h2>\n${claims}\n</section>`,
+    table: finalTable(LAB_TABLE_HEAD, labTableRows(lab), (i, n) => i === 0 || i === n - 1),
+    dynamics: dynamicsSection(DYNAMICS_HEAD, dynamicsRows(lab, base), lab.designs.length),
+    charts: await chartsSection(lab),
+    designs: lab.designs,
+  });
 }
 
 /** Metrics charted first in an env lab (when present): reward, the grader's score, tool calls, invalid actions. */
 const ENV_CORE_METRICS = ["reward/mean", "grade/score", "tool_calls", "invalid_rate"] as const;
-
-/** The breakdown keys an env lab's table shows: the labelled ones some row has (`success` / `calls` are columns already). */
-function envBreakdownKeys(lab: Pick<EnvLabResult, "breakdownLabels" | "warmStart" | "designs">): string[] {
-  const rows = [lab.warmStart, ...lab.designs.map((d) => d.after)];
-  return Object.keys(lab.breakdownLabels).filter((k) => k !== "success" && k !== "calls" && rows.some((r) => r.breakdown[k] !== undefined));
-}
-
-/**
- * The env lab's final table: heading and formatted cells, one row per policy — the warm start (`"warm start (SFT)"`),
- * then one row per design. Columns: policy, success % (grade = 1), mean grade (two decimals), tool calls per task,
- * invalid actions per turn %, no-answer %, then each breakdown key of the recipe (`breakdownLabels`, in its order;
- * `rate % (n)`, n = episodes where it arose; counts as `x.xx (n)`; `-` where it never arose), then the detectors
- * firing at the end (`quiet`; `—` for the warm start) and those the design expects (`—` when it declares none).
- */
-export function envLabTable(lab: EnvLabResult): { head: string[]; rows: string[][] } {
-  const keys = envBreakdownKeys(lab);
-  const cells = (r: RecipeRow) => [
-    pct(r.success),
-    f2(r.score),
-    f2(r.calls),
-    pct(r.invalidRate),
-    pct(r.noAnswer),
-    ...keys.map((k) => {
-      const c = r.breakdown[k];
-      if (c === undefined) return "-";
-      return k.startsWith("count/") || k === "failed_calls" ? `${f2(c.rate)} (${c.n})` : `${pct(c.rate)} (${c.n})`;
-    }),
-  ];
-  const expected = (d: EnvDesignResult) => (d.expectedDetectors === undefined ? "—" : d.expectedDetectors.length === 0 ? "none (a fix)" : d.expectedDetectors.join(", "));
-  return {
-    head: ["policy", "success %", "grade", "calls/task", "invalid %", "no answer %", ...keys.map((k) => lab.breakdownLabels[k]), "detectors at end", "expected"],
-    rows: [["warm start (SFT)", ...cells(lab.warmStart), "—", "—"], ...lab.designs.map((d) => [d.name, ...cells(d.after), detectorCell(d), expected(d)])],
-  };
-}
 
 /**
  * Renders an env lab (`EnvLabResult`, `arl lab --env NAME`) to one self-contained HTML document, like
@@ -478,36 +203,15 @@ export async function renderEnvReport(lab: EnvLabResult, base?: LabAlgorithm): P
       ? '<p class="quiet">No designs.</p>'
       : `<ul class="claims">${lab.loopholes.map((v) => `<li><strong>${esc(v.design)}: ${esc(v.outcome)}</strong> — ${esc(v.text)}</li>`).join("\n")}</ul>`;
   const t = envLabTable(lab);
-  const head = `<tr>${t.head.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
-  const rows = t.rows.map((cells) => `<tr>${cells.map((c, i) => (i === 0 || i >= cells.length - 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
-  const table = `<table id="final">\n<thead>${head}</thead>\n<tbody>\n${rows.join("\n")}\n</tbody>\n</table>`;
-  const dynHead = `<tr>${ENV_DYNAMICS_HEAD.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>`;
-  const dynRows = envDynamicsRows(lab, base).map((cells) => `<tr>${cells.map((c, i) => (i < 2 ? `<td>${esc(c)}</td>` : `<td class="num">${esc(c)}</td>`)).join("")}</tr>`);
-  const dynamics = lab.designs.length === 0 ? "" : `<section id="dynamics"><h2>Training dynamics per design</h2>\n<table id="dynamics-table">\n<thead>${dynHead}</thead>\n<tbody>\n${dynRows.join("\n")}\n</tbody>\n</table>\n</section>`;
-  // The guess rates split the search env's known / unknown facts: other envs' tasks have no such flag (always 0).
-  const charts = await chartsSection(lab, ENV_CORE_METRICS, ["hack/guess_rate_known", "hack/guess_rate_unknown"]);
-  const firings = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designFirings).join("\n");
-  const examples = lab.designs.length === 0 ? '<p class="quiet">No designs.</p>' : lab.designs.map(designExamples).join("\n");
-  return [
-    "<!DOCTYPE html>",
-    '<html lang="en">',
-    "<head>",
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    `<title>Reward lab: ${esc(lab.name)} (${esc(lab.env)})</title>`,
-    `<style>${STYLE}</style>`,
-    "</head>",
-    "<body>",
-    `<h1>Reward lab: ${esc(lab.name)}</h1>`,
-    `<p class="sub">${esc(sub)}</p>`,
-    `<section id="loopholes"><h2>Loopholes per design</h2>\n${verdicts}\n</section>`,
-    `<section id="table"><h2>Final evaluation (held-out)</h2>\n${table}\n${designList(lab)}\n</section>`,
-    dynamics,
-    charts,
-    `<section id="detectors"><h2>Detector firings</h2>\n${firings}\n</section>`,
-    `<section id="examples"><h2>Example trajectories</h2>\n${examples}\n</section>`,
-    "</body>",
-    "</html>",
-    "",
-  ].join("\n");
+  return reportDocument({
+    title: `Reward lab: ${lab.name} (${lab.env})`,
+    name: lab.name,
+    sub,
+    lead: `<section id="loopholes"><h2>Loopholes per design</h2>\n${verdicts}\n</section>`,
+    table: finalTable(t.head, t.rows, (i, n) => i === 0 || i >= n - 2),
+    dynamics: dynamicsSection(ENV_DYNAMICS_HEAD, envDynamicsRows(lab, base), lab.designs.length),
+    // The guess rates split the search env's known / unknown facts: other envs' tasks have no such flag (always 0).
+    charts: await chartsSection(lab, ENV_CORE_METRICS, ["hack/guess_rate_known", "hack/guess_rate_unknown"]),
+    designs: lab.designs,
+  });
 }

@@ -4,11 +4,11 @@
  */
 import type { Metrics } from "../core/types.ts";
 import type { DetectorFiring } from "../reward/detectors.ts";
-import type { RecipeRow } from "../train/recipeRun.ts";
+import type { SummaryRow } from "../train/summary.ts";
 
 export type { DetectorFiring };
 /** A held-out evaluation row of any env recipe (task success, grade, calls, invalid actions, the recipe's breakdown). */
-export type { RecipeRow };
+export type { SummaryRow };
 
 /** EM, searches per question and guess rate (answered without search) over one slice of held-out questions. */
 export interface SliceResult {
@@ -72,7 +72,10 @@ export interface Claim {
   numbers: Record<string, number>;
 }
 
-/** A whole lab. */
+/**
+ * A whole QA lab (`EnvRecipe.labReport: "qa"`, the search env): each design's EM, searches and guess rate by known vs
+ * unknown facts, and the lab's claims about them.
+ */
 export interface LabResult {
   name: string;
   seed: number;
@@ -124,14 +127,15 @@ export interface LoopholeVerdict {
 /** One design's run in an env lab: as {@link DesignResult}, with the recipe's evaluation row after RL. */
 export interface EnvDesignResult extends Omit<DesignResult, "after"> {
   /** Held-out evaluation after RL (task success, grade, calls, the recipe's breakdown). */
-  after: RecipeRow;
+  after: SummaryRow;
   /** Detectors the design expects to fire (`RecipeLabDesign.expectedDetectors`); absent when it declares none. */
   expectedDetectors?: string[];
 }
 
 /**
- * A lab on any env recipe (`arl lab --env NAME`): one warm start on the recipe's personas, each design trained by RL
- * with the same seed, data and budget, evaluated with the recipe's grader and breakdown. Also written to `lab.json`.
+ * A loophole lab (`EnvRecipe.labReport: "loopholes"`, the default): one warm start, each design trained by RL with the
+ * same seed, data and budget, evaluated with the recipe's grader and breakdown, and judged by the detectors it was
+ * expected to fire. Also written to `lab.json`.
  */
 export interface EnvLabResult {
   name: string;
@@ -148,7 +152,7 @@ export interface EnvLabResult {
   /** Labels of the recipe's breakdown keys, in table order (`RecipeInstance.breakdownLabels`). */
   breakdownLabels: Record<string, string>;
   /** The shared warm start (SFT) on the held-out tasks. */
-  warmStart: RecipeRow;
+  warmStart: SummaryRow;
   designs: EnvDesignResult[];
   /** Per design: which loophole it opened (expected detectors vs what fired). */
   loopholes: LoopholeVerdict[];
@@ -159,3 +163,6 @@ export interface EnvLabResult {
   /** `labFingerprint` of this lab (see `LabResult.fingerprint`); absent in labs written before it existed. */
   fingerprint?: string;
 }
+
+/** What `runLab` returns: the lab of the recipe's `labReport` kind (a QA lab has `claims`, a loophole lab `loopholes`). */
+export type AnyLabResult = LabResult | EnvLabResult;

@@ -9,99 +9,32 @@
  * alone (numbers become digit sequences, keeping the vocabulary small); protocol tags and `\n` are added tokens.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
-
-/**
- * What the rollout and the trainer need from any tokenizer (the embedded `WordTokenizer`, a real model's
- * `HfTokenizer`). Token ids are integers in `[0, vocabSize)`.
- */
-export interface Tokenizer {
-  /** Number of token ids the tokenizer knows (largest id + 1); a model's embedding table may have more rows. */
-  readonly vocabSize: number;
-  /**
-   * Id of the beginning-of-sequence token, put before a prompt by `promptTokens` when the tokenizer adds one;
-   * -1 when the model has none (Qwen2/Qwen3).
-   */
-  readonly bos: number;
-  /** Id of the padding token (never trained on). */
-  readonly pad: number;
-  /**
-   * Text → ids `[tokens]`, with no BOS/EOS added. Never throws. Word-level: unknown words map to the unknown token;
-   * byte-level BPE: every string has an encoding, and special-token strings in the text become their single ids.
-   */
-  encode(text: string): number[];
-  /**
-   * An episode's first user prompt → the ids the policy sees before its first turn `[prompt]`: `[bos, …encode(text)]`
-   * for the embedded word tokenizer; a chat model renders it through its chat template with the generation prompt
-   * (as Search-R1 does with `apply_chat_template`), so later turns and observations are appended as plain text.
-   * `options.rendered`: the text is already a whole chat rendering (a chat protocol's `prompt`, e.g. hermes'
-   * `<|im_start|>system…<|im_start|>assistant\n`): a chat model encodes it as it is instead of wrapping it again;
-   * the word tokenizer, which has no template, is unaffected.
-   */
-  promptTokens(text: string, options?: { rendered?: boolean }): number[];
-  /**
-   * Ids → text as the tokenizer decodes it: `WordTokenizer` joins words by single spaces (BOS/pad dropped, protocol
-   * tags kept); a byte-level BPE tokenizer gives back the exact text (`decode(encode(s)) === s` for NFC text),
-   * special tokens kept. `decode([])` is `''`.
-   * @throws Error naming the id when an id is outside `[0, vocabSize)`
-   */
-  decode(ids: readonly number[]): string;
-  /**
-   * Id of an exact token string as the vocabulary spells it (a word, an added/special token such as `<|im_end|>`).
-   * @throws Error naming the token when it is not in the vocabulary
-   */
-  id(token: string): number;
-  /** The tokenizer as a `tokenizer.json` object, for checkpoints. */
-  toJSON(): TokenizerJsonDocument;
-}
-
-/** The Search-R1 protocol tags, each a single token. */
-export const PROTOCOL_TAGS = [
-  "<think>",
-  "</think>",
-  "<search>",
-  "</search>",
-  "<information>",
-  "</information>",
-  "<answer>",
-  "</answer>",
-] as const;
+import type { AddedToken, Tokenizer } from "../core/tokenizer.ts";
+import { PROTOCOL_TAGS } from "../protocol/searchR1.ts";
 
 const UNK = "[UNK]";
 const PAD = "<pad>";
 const BOS = "<bos>";
 const SPECIALS = [UNK, PAD, BOS, ...PROTOCOL_TAGS];
 
-/**
- * Any Hugging Face `tokenizer.json` document (WordPiece, BPE, …): the fields every one has. `TokenizerJson` is the
- * word-level kind this project writes.
- */
-export interface TokenizerJsonDocument {
-  version: string;
-  added_tokens: TokenizerJson["added_tokens"];
-  normalizer: unknown;
-  pre_tokenizer: unknown;
-  post_processor: unknown;
-  decoder: unknown;
-  model: { type: string; [field: string]: unknown };
-}
-
 /** A Hugging Face `tokenizer.json` document of the embedded word-level tokenizer (the fields this project writes and reads). */
 export interface TokenizerJson {
   version: string;
-  added_tokens: Array<{
-    id: number;
-    content: string;
-    single_word: boolean;
-    lstrip: boolean;
-    rstrip: boolean;
-    normalized: boolean;
-    special: boolean;
-  }>;
+  added_tokens: AddedToken[];
   normalizer: unknown;
   pre_tokenizer: unknown;
   post_processor: null;
   decoder: unknown;
   model: { type: "WordPiece"; unk_token: string; continuing_subword_prefix: string; max_input_chars_per_word: number; vocab: Record<string, number> };
+}
+
+/**
+ * An `added_tokens` entry with the flags Hugging Face tokenizers give a token added by default (`AddedToken(content,
+ * special)`: not single-word, no strip, not normalised), so it is matched exactly as written. Key order is
+ * `tokenizer.json`'s.
+ */
+export function addedToken(id: number, content: string, special: boolean): AddedToken {
+  return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special };
 }
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -168,15 +101,7 @@ export class WordTokenizer implements Tokenizer {
     extra.forEach(add);
     const specials = [...SPECIALS, ...extra];
     for (const text of texts) for (const w of preTokenize(text, specials)) add(w);
-    const addedSpecial = (content: string, special: boolean) => ({
-      id: vocab[content],
-      content,
-      single_word: false,
-      lstrip: false,
-      rstrip: false,
-      normalized: false,
-      special,
-    });
+    const addedSpecial = (content: string, special: boolean) => addedToken(vocab[content], content, special);
     return new WordTokenizer({
       version: "1.0",
       added_tokens: [...SPECIALS.map((s) => addedSpecial(s, true)), addedSpecial("\n", false), ...extra.map((s) => addedSpecial(s, true))],

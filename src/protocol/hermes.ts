@@ -18,9 +18,8 @@
  */
 import type { Action, ToolCall, ToolCallResult } from "../core/types.ts";
 import { jsonTextDeeperThan, nestedDeeperThan, ownCopy } from "../core/values.ts";
-import { stripThink } from "../env/searchR1.ts";
-import type { ToolJsonSchema } from "../env/tool.ts";
-import type { ParseOptions, Protocol } from "./types.ts";
+import { stripThink } from "./think.ts";
+import type { ToolJsonSchema, ParseOptions, Protocol } from "./types.ts";
 
 /** ChatML's message start token (Qwen). */
 export const IM_START = "<|im_start|>";
@@ -123,7 +122,7 @@ export function promptParameters(schema: ToolJsonSchema): Record<string, unknown
 /**
  * A tool declaration in the OpenAI / transformers shape that the Qwen template prints with `tool | tojson`:
  * `{type: "function", function: {name, description, parameters}}` (keys in that order; `parameters` without
- * `$schema`, as `src/agents/functionCalling.ts` sends it to OpenAI-compatible servers). Structurally a
+ * `$schema`, as `src/baselines/functionCalling.ts` sends it to OpenAI-compatible servers). Structurally a
  * `ChatToolSpec` of `src/policy/hf`, so the same value can be given to `HfTokenizer.applyChatTemplate`.
  */
 export function chatToolSpec(schema: ToolJsonSchema): {

@@ -2,9 +2,8 @@
  * The text protocols of tool-using policies (see `./types.ts` for the `Protocol` interface): `search-r1`
  * (`<search>` / `<information>` / `<answer>`), `hermes` (Qwen2.5 / Qwen3 `<tool_call>` JSON with `<tool_response>`
  * observations) and `react` (`Thought:` / `Action:` / `Action Input:` / `Observation:` / `Final Answer:`), a registry
- * by name, and the JSON Schema rendering of zod tools that every protocol's `system` prompt reads.
+ * by name. Tools reach a protocol as `ToolJsonSchema` declarations (`renderTools` of src/env/tool.ts).
  */
-import { toolJsonSchema, type Tool, type ToolJsonSchema } from "../env/tool.ts";
 import { hermesProtocol } from "./hermes.ts";
 import { reactProtocol } from "./react.ts";
 import { searchR1Protocol } from "./searchR1.ts";
@@ -14,7 +13,7 @@ export { hermesProtocol, parseHermes, toJsonLikeTemplate, chatToolSpec, trimKeys
 export { reactProtocol, parseReact } from "./react.ts";
 export { searchR1Protocol } from "./searchR1.ts";
 export { PROTOCOL_NAMES } from "./types.ts";
-export type { ParseOptions, Protocol, ProtocolName } from "./types.ts";
+export type { ParseOptions, Protocol, ProtocolName, ToolJsonSchema } from "./types.ts";
 
 /** Every protocol by name. */
 export const PROTOCOLS: Readonly<Record<ProtocolName, Protocol>> = {
@@ -30,12 +29,4 @@ export const PROTOCOLS: Readonly<Record<ProtocolName, Protocol>> = {
 export function getProtocol(name: string): Protocol {
   if (Object.prototype.hasOwnProperty.call(PROTOCOLS, name)) return PROTOCOLS[name as ProtocolName];
   throw new Error(`protocol: unknown protocol ${JSON.stringify(name)}; allowed: ${PROTOCOL_NAMES.join(", ")}`);
-}
-
-/**
- * The JSON Schema declarations of `tools` (name, description, parameters via zod's `z.toJSONSchema`), in order — what
- * `Protocol.system` and `ParseOptions.tools` take.
- */
-export function renderTools(tools: readonly Tool[]): ToolJsonSchema[] {
-  return tools.map(toolJsonSchema);
 }

@@ -19,8 +19,8 @@
  */
 import type { Action, ToolCall, ToolCallResult } from "../core/types.ts";
 import { jsonTextDeeperThan } from "../core/values.ts";
-import { stripThink } from "../env/searchR1.ts";
-import type { ToolJsonSchema } from "../env/tool.ts";
+import { stripThink } from "./think.ts";
+import type { ToolJsonSchema, ParseOptions, Protocol } from "./types.ts";
 import {
   IM_END,
   IM_START,
@@ -35,7 +35,6 @@ import {
   tooManyCallsReason,
   unknownToolReason,
 } from "./hermes.ts";
-import type { ParseOptions, Protocol } from "./types.ts";
 
 // Markers: case-insensitive, any whitespace inside and before the colon; `\b` so `transaction:` is no `Action:`.
 const ACTION_RE = /\baction\s*:/gi;

@@ -1,13 +1,23 @@
 /**
  * A protocol is how a policy sees its tools and how its text becomes actions: the system prompt that declares the
  * tools, the parser of one turn's text, the text an observation is shown as, and the strings that end a turn.
- * Tools are declared once (zod, `src/env/tool.ts`) and every protocol renders them its own way.
+ * Tools are declared once (zod, `src/env/tool.ts`), described as `ToolJsonSchema`, and every protocol renders them
+ * its own way.
  * Sources: Search-R1 `search_r1/llm_agent/generation.py` (search-r1); the Qwen2.5 / Qwen3 chat template's tool
  * section and veRL `verl/experimental/agent_loop/tool_parser.py` `HermesToolParser` (hermes); Yao et al. 2023
  * "ReAct" §3 and LangChain's ReAct output parser (react).
  */
 import type { Action, ToolCallResult } from "../core/types.ts";
-import type { ToolJsonSchema } from "../env/tool.ts";
+
+/**
+ * A tool as a protocol declares it to a model (and an API to a server): the name, description and JSON Schema (draft
+ * 2020-12) of its input. `toolJsonSchema` / `renderTools` (src/env/tool.ts) make it from a zod tool.
+ */
+export interface ToolJsonSchema {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
 
 /** The protocols agentic-rl speaks. */
 export type ProtocolName = "search-r1" | "hermes" | "react";

@@ -77,3 +77,9 @@ export interface RewardTermDef {
   /** Computes the raw value. Pure except for the judge. */
   compute(traj: Trajectory, ctx: RewardContext): TermResult | Promise<TermResult>;
 }
+
+/** A term's compute function that needs only the trajectory. */
+export type RewardTermFn = (traj: Trajectory) => TermResult;
+
+/** A term's compute function that reads the context too (group, options, judge). */
+export type RewardTermCtxFn = (traj: Trajectory, ctx: RewardContext) => TermResult;

@@ -3,22 +3,10 @@
  * policy with forced text (baselines such as Direct and RAG), or a scripted agent (warm-start demonstrations)
  * all produce one turn's tokens from the context; the rollout engine does the rest.
  */
-import type { StopReason, Task, Turn } from "../core/types.ts";
-import type { SamplingClient } from "../policy/types.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
-
-/** Everything a turn generator may look at. */
-export interface TurnContext {
-  task: Task;
-  /** 0-based index of the turn being generated. */
-  turnIndex: number;
-  /** Completed turns so far (with their observations and passages). */
-  history: readonly Turn[];
-  /** Seed for this turn's sampling randomness. */
-  seed: number;
-  /** Tokens the turn may still add before the context window is full (tokens). */
-  budget: number;
-}
+import type { SamplingClient } from "../core/sampling.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
+import type { StopReason } from "../core/types.ts";
+import type { ForcedText, TurnContext } from "../env/episode.ts";
 
 /** One generated turn. Arrays are `[turnTokens]`. */
 export interface GeneratedTurn {
@@ -33,15 +21,6 @@ export interface GeneratedTurn {
 /** Produces the policy's tokens for one turn. */
 export interface TurnGenerator {
   generate(context: number[], ctx: TurnContext): Promise<GeneratedTurn>;
-}
-
-/**
- * Text forced into a turn: `complete: true` replaces the whole turn (nothing sampled); otherwise the text is a
- * prefix and the policy continues after it. Forced tokens get loss mask 0.
- */
-export interface ForcedText {
-  text: string;
-  complete: boolean;
 }
 
 /** Options of a sampling policy. */

@@ -21,7 +21,8 @@
  * episode that has not started yet would hold its lane's first round forever.
  */
 import { describeValue } from "../core/values.ts";
-import type { GeneratedTurn, TurnContext, TurnGenerator } from "./agent.ts";
+import type { GeneratedTurn, TurnGenerator } from "./agent.ts";
+import type { TurnContext } from "../env/episode.ts";
 
 interface Pending {
   member: number;

@@ -13,22 +13,11 @@
 import { searchQuery, type Grade, type SampledSpan, type Task, type Trajectory, type TrajectoryGroup, type Turn } from "../core/types.ts";
 import { describeValue } from "../core/values.ts";
 import { loopTurnDue, withLoopTurns } from "../core/yieldToLoop.ts";
+import type { RolloutLimits } from "../env/episode.ts";
 import type { EnvFactory } from "../env/types.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
 import { ScriptedAgent, type TurnGenerator } from "./agent.ts";
 import { LaneGate } from "./lanes.ts";
-
-/** Token budgets of an episode. */
-export interface RolloutLimits {
-  /** The model's context window (tokens); an episode stops when it is full. */
-  contextLength: number;
-  /**
-   * Cap on the tokens of one observation (tokens); longer observations keep their head and their whole closing text
-   * (`StepResult.observationClose`; see `capObservation`). Where the closing text alone does not fit (the cap, or the
-   * room left in the context, is smaller), the episode ends truncated with no observation appended.
-   */
-  maxObservationTokens: number;
-}
 
 /** Seeds are derived, not drawn, so a trajectory depends only on (seed, task, member) — not on scheduling. */
 export function episodeSeed(seed: number, taskIndex: number, member: number): number {
@@ -137,6 +126,17 @@ export interface EpisodeOptions {
 }
 
 /**
+ * What runs an episode: `makeEnv` (a fresh env per episode), `agent` (the turn generator writing the policy side),
+ * `tokenizer` (tokenises the prompt and observations, decodes the turns) and `limits` (the token budgets).
+ */
+export interface EpisodeSetup {
+  makeEnv: EnvFactory;
+  agent: TurnGenerator;
+  tokenizer: Tokenizer;
+  limits: RolloutLimits;
+}
+
+/**
  * Runs one episode to its end (answer, turn budget, full context, or deadline). The context is full too when an
  * observation's closing text (`StepResult.observationClose`) does not fit the room left: the episode then ends
  * truncated with no observation appended (see `capObservation`).
@@ -144,15 +144,8 @@ export interface EpisodeOptions {
  * @throws EpisodeError (with its drop reason) only when the generator, the tokenizer or the env itself throws (tool
  *   failures become observations inside the env), or the prompt does not fit the context
  */
-export async function runEpisode(
-  task: Task,
-  makeEnv: EnvFactory,
-  agent: TurnGenerator,
-  tokenizer: Tokenizer,
-  limits: RolloutLimits,
-  seed: number,
-  options: EpisodeOptions = {},
-): Promise<Trajectory> {
+export async function runEpisode(task: Task, setup: EpisodeSetup, seed: number, options: EpisodeOptions = {}): Promise<Trajectory> {
+  const { makeEnv, agent, tokenizer, limits } = setup;
   const deadlineMs = options.deadlineMs ?? 0;
   if (!(typeof deadlineMs === "number" && deadlineMs >= 0)) throw new EpisodeError("episode_error", `rollout: deadlineMs must be ≥ 0 ms (0 = none), got ${describeValue(deadlineMs)}`);
   const deadlineAt = deadlineMs > 0 ? performance.now() + deadlineMs : undefined;
@@ -318,14 +311,8 @@ export interface RolloutBatch {
  * @throws Error (before any episode runs) when `lanes` is not an integer ≥ 0, or is on with `concurrency` below the
  *   number of episodes
  */
-export async function rolloutBatch(
-  tasks: readonly Task[],
-  makeEnv: EnvFactory,
-  agent: TurnGenerator,
-  tokenizer: Tokenizer,
-  limits: RolloutLimits,
-  options: GroupRolloutOptions,
-): Promise<RolloutBatch> {
+export async function rolloutBatch(tasks: readonly Task[], setup: EpisodeSetup, options: GroupRolloutOptions): Promise<RolloutBatch> {
+  const { agent } = setup;
   const jobs: Array<{ t: number; m: number }> = [];
   tasks.forEach((_, t) => {
     for (let m = 0; m < options.groupSize; m++) jobs.push({ t, m });
@@ -344,7 +331,7 @@ export async function rolloutBatch(
       const j = next++;
       const { t, m } = jobs[j];
       try {
-        const traj = await runEpisode(tasks[t], makeEnv, gate ? gate.generator(j) : agent, tokenizer, limits, episodeSeed(options.seed, t, m), {
+        const traj = await runEpisode(tasks[t], gate ? { ...setup, agent: gate.generator(j) } : setup, episodeSeed(options.seed, t, m), {
           deadlineMs: options.episodeDeadlineMs,
           member: m,
         }).finally(() => gate?.leave(j)); // its lane stops waiting for it before anything else runs
@@ -390,15 +377,8 @@ export async function rolloutBatch(
  * @throws Error after all episodes have finished, when any episode failed — naming each (task id, member, reason,
  *   error); callers that must keep going use `rolloutBatch`
  */
-export async function rolloutGroups(
-  tasks: readonly Task[],
-  makeEnv: EnvFactory,
-  agent: TurnGenerator,
-  tokenizer: Tokenizer,
-  limits: RolloutLimits,
-  options: GroupRolloutOptions,
-): Promise<TrajectoryGroup[]> {
-  const { groups, dropped } = await rolloutBatch(tasks, makeEnv, agent, tokenizer, limits, { ...options, minGroupSize: 1 });
+export async function rolloutGroups(tasks: readonly Task[], setup: EpisodeSetup, options: GroupRolloutOptions): Promise<TrajectoryGroup[]> {
+  const { groups, dropped } = await rolloutBatch(tasks, setup, { ...options, minGroupSize: 1 });
   if (dropped.length > 0) {
     const list = dropped.map((d) => `${d.taskId}#${d.member} (${d.reason}): ${d.error}`);
     throw new Error(`rollout: ${dropped.length} of ${tasks.length * options.groupSize} episodes failed: ${list.slice(0, 5).join("; ")}${list.length > 5 ? "; …" : ""}`);

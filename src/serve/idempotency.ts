@@ -12,8 +12,8 @@
  */
 import { createHash } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { HttpError } from "./http.ts";
-import { quoteShort } from "./limits.ts";
+import { HttpError } from "../http/server.ts";
+import { quoteShort } from "../http/limits.ts";
 
 /** Options of `installIdempotency`. */
 export interface IdempotencyOptions {

@@ -24,11 +24,11 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance } from "fastify";
 import type { Passage } from "../core/types.ts";
 import { z } from "zod";
-import { formatPassages, informationObservation } from "../env/searchR1.ts";
+import { formatPassages, informationObservation } from "../protocol/searchR1.ts";
 import { callTool, tool, type Tool } from "../env/tool.ts";
-import type { Retriever } from "../envs/search/env.ts";
-import { createApp, type ServeOptions } from "./http.ts";
-import { SMALL_BODY_LIMIT } from "./limits.ts";
+import type { Retriever } from "../retrieval/retriever.ts";
+import { createApp, type ServeOptions } from "../http/server.ts";
+import { SMALL_BODY_LIMIT } from "../http/limits.ts";
 
 /** Most passages one MCP search call may ask for. */
 export const MAX_MCP_TOPK = 50;
@@ -91,7 +91,7 @@ function toText(value: unknown): string {
 /**
  * The search environment's tool for MCP: `search({query, topK?})` returns exactly the observation `SearchEnv.step`
  * appends after a search — `\n\n<information>Doc 1(Title: …) …\n</information>\n\n` (Search-R1 `_passages2string`
- * inside the information block; src/env/searchR1.ts) — over the same retriever; with `resultFormat: "json"` the
+ * inside the information block; src/protocol/searchR1.ts) — over the same retriever; with `resultFormat: "json"` the
  * same passages as `mcpSearchJson` instead.
  * @param retriever the index the env searches (e.g. a `BM25Index`)
  * @param defaultTopK passages per search when the call gives no `topK` (the env's `topK`, default 3)

@@ -1,6 +1,6 @@
 /**
  * `arl serve openai`: the embedded policy as an OpenAI-compatible server, so the prompt-driven baseline agents
- * (src/agents/) and the `OpenAISamplingClient` (src/policy/openai/) are tested through real HTTP with no external
+ * (src/baselines/) and the `OpenAISamplingClient` (src/policy/openai/) are tested through real HTTP with no external
  * model. Endpoints (non-streaming; `stream: true` is answered 400):
  *
  * - `GET /v1/models` → `{object: "list", data: [{id, object: "model", created, owned_by, max_model_len}]}`.
@@ -30,11 +30,11 @@ import { randomInt } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { searchQuery, type StopReason } from "../core/types.ts";
-import { INFORMATION_OPEN, informationObservation, parseSearchR1Action } from "../env/searchR1.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
-import type { SampledSequence, SamplingClient } from "../policy/types.ts";
-import { createApp, HttpError, listen, parseBody, type RunningServer, type ServeOptions } from "./http.ts";
-import { DEFAULT_MAX_BYTES_PER_TOKEN, WorkLane, contextBodyLimit } from "./limits.ts";
+import { INFORMATION_OPEN, informationObservation, parseSearchR1Action } from "../protocol/searchR1.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
+import type { SampledSequence, SamplingClient } from "../core/sampling.ts";
+import { createApp, HttpError, listen, parseBody, type RunningServer, type ServeOptions } from "../http/server.ts";
+import { DEFAULT_MAX_BYTES_PER_TOKEN, WorkLane, contextBodyLimit } from "../http/limits.ts";
 
 /** The policy a server answers with. */
 export interface ServedPolicy {

@@ -14,8 +14,8 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Passage } from "../core/types.ts";
 import type { BM25Index } from "../retrieval/bm25.ts";
-import { createApp, parseBody, type ServeOptions } from "./http.ts";
-import { SMALL_BODY_LIMIT } from "./limits.ts";
+import { createApp, parseBody, type ServeOptions } from "../http/server.ts";
+import { SMALL_BODY_LIMIT } from "../http/limits.ts";
 
 /** Largest `topk` one request may ask for (a guard against accidental full-corpus dumps). */
 export const MAX_TOPK = 100;

@@ -9,7 +9,7 @@
  * `POST /reward/batch` takes a list of the same bodies (veRL's `BatchRewardManager` shape) and scores items of the
  * same prompt as one GRPO group (group-relative terms such as `needless_search` and `otc` then see their group).
  *
- * `solution_str` is read by `trajectoryFromText` (src/serve/solution.ts): Search-R1 `<search>`/`<information>`
+ * `solution_str` is read by `trajectoryFromText` (src/protocol/transcript.ts): Search-R1 `<search>`/`<information>`
  * transcripts and veRL `<tool_call>`/`<tool_response>` transcripts; the answer is the last `<answer>` block the env
  * did not answer (veRL's `search_r1_like_qa_em.py` takes the last one anywhere — inside retrieved passages too;
  * observations are data here, never the model's answer). Parsing is linear in the text and bounded in turns, and a
@@ -20,14 +20,14 @@ import { z } from "zod";
 import type { Passage, RewardBreakdown, Task, Trajectory } from "../core/types.ts";
 import { computeReward, validateRewardConfig, type RewardConfig } from "../reward/compose.ts";
 import type { Judge } from "../reward/types.ts";
-import { createApp, HttpError, parseBody, type ServeOptions } from "./http.ts";
-import { trajectoryFromText } from "./solution.ts";
+import { createApp, HttpError, parseBody, type ServeOptions } from "../http/server.ts";
+import { trajectoryFromText } from "../protocol/transcript.ts";
 
 /** Most items in one `POST /reward/batch` request. */
 export const MAX_BATCH = 4096;
 /**
  * Longest `solution_str` accepted (characters; veRL responses are a few thousand tokens). `trajectoryFromText` reads
- * it in linear time (~10 ms per million characters) and at most `MAX_TRANSCRIPT_TURNS` (src/serve/solution.ts)
+ * it in linear time (~10 ms per million characters) and at most `MAX_TRANSCRIPT_TURNS` (src/protocol/transcript.ts)
  * turns of it.
  */
 export const MAX_SOLUTION_CHARS = 1_000_000;

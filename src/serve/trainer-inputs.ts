@@ -5,10 +5,10 @@
 import type { Datum } from "../core/types.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { modelInputTokens, type ForwardBackwardInput, type TensorData } from "../policy/tinker/wire.ts";
-import type { LossConfig } from "../policy/types.ts";
+import type { LossConfig } from "../core/training.ts";
 import { describeValue } from "../core/values.ts";
-import { HttpError } from "./http.ts";
-import { cutKey } from "./limits.ts";
+import { HttpError } from "../http/server.ts";
+import { cutKey } from "../http/limits.ts";
 
 /**
  * Our datum from a wire datum, checked against the model's vocabulary and context; each tensor must be 1-D `[n]`

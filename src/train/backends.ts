@@ -10,8 +10,8 @@ import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { TinkerBackend, TINKER_SDK_WIRE_VERSION } from "../policy/tinker/backend.ts";
 import { TinkerClient } from "../policy/tinker/client.ts";
 import { detectFamily, type TinkerServerFamily } from "../policy/tinker/families.ts";
-import type { TrainingBackend } from "../policy/types.ts";
-import { tinkerFamilyProblem } from "../algo/policyLoss.ts";
+import type { TrainingBackend } from "../core/training.ts";
+import { tinkerFamilyProblem } from "./backendAlgorithm.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
 
 /**

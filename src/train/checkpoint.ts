@@ -9,9 +9,10 @@ import { writeFileAtomic } from "./runDir.ts";
 import { join } from "node:path";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import { TinkerBackend, type TinkerCheckpointPointer } from "../policy/tinker/backend.ts";
-import type { TrainingBackend } from "../policy/types.ts";
+import type { TrainingBackend } from "../core/training.ts";
 import type { GPTConfig } from "../policy/embedded/gpt.ts";
-import { WordTokenizer, type Tokenizer, type TokenizerJson } from "../policy/tokenizer.ts";
+import { WordTokenizer, type TokenizerJson } from "../policy/tokenizer.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
 import { HfTokenizer } from "../policy/hf/tokenizer.ts";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");

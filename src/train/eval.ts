@@ -5,10 +5,11 @@
  */
 import type { Task, Trajectory } from "../core/types.ts";
 import type { EnvFactory } from "../env/types.ts";
-import { PolicyAgent, protocolStops, type ForcedText, type TurnContext } from "../rollout/agent.ts";
-import { episodeSeed, rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
-import type { SamplingClient } from "../policy/types.ts";
+import { PolicyAgent, protocolStops } from "../rollout/agent.ts";
+import type { ForcedText, TurnContext, RolloutLimits } from "../env/episode.ts";
+import { episodeSeed, rolloutGroups } from "../rollout/rollout.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
+import type { SamplingClient } from "../core/sampling.ts";
 import { answeredWithoutSearch, mean, trajectoryEm } from "./metrics.ts";
 
 /** How a policy is driven at evaluation. */
@@ -28,6 +29,12 @@ export interface EvalResult {
   known: EvalSlice;
   unknown: EvalSlice;
   trajectories: Trajectory[];
+}
+
+/** One row of `arl eval`'s QA table: a policy and its result. */
+export interface EvalRow {
+  policy: string;
+  result: Omit<EvalResult, "trajectories">;
 }
 
 /** The forced text of each mode, per turn (`undefined` = the policy samples freely). */
@@ -63,25 +70,27 @@ export interface EvalOptions {
   stops?: { stop: number[]; stopStrings: string[] };
 }
 
+/** What `evaluate` runs: a sampler and its tokenizer, in an env with the run's token budgets. */
+export interface EvalSetup {
+  sampler: SamplingClient;
+  tokenizer: Tokenizer;
+  makeEnv: EnvFactory;
+  limits: RolloutLimits;
+}
+
 /**
  * Runs one episode per task with the given sampler and summarises it.
  * @throws only what the rollout throws (prompt longer than the context)
  */
-export async function evaluate(
-  tasks: readonly Task[],
-  sampler: SamplingClient,
-  tokenizer: Tokenizer,
-  makeEnv: EnvFactory,
-  limits: RolloutLimits,
-  options: EvalOptions,
-): Promise<EvalResult> {
+export async function evaluate(tasks: readonly Task[], setup: EvalSetup, options: EvalOptions): Promise<EvalResult> {
+  const { sampler, tokenizer, makeEnv, limits } = setup;
   const agent = new PolicyAgent(sampler, tokenizer, {
     temperature: options.temperature,
     maxTokensPerTurn: options.maxTokensPerTurn,
     ...(options.stops ?? protocolStops(tokenizer)),
     forced: forcedTextFor(options.mode),
   });
-  const groups = await rolloutGroups(tasks, makeEnv, agent, tokenizer, limits, {
+  const groups = await rolloutGroups(tasks, { makeEnv, agent, tokenizer, limits }, {
     groupSize: 1,
     seed: options.seed,
     onEpisode: options.onEpisode,
@@ -104,7 +113,7 @@ export function summarizeEval(trajectories: Trajectory[]): EvalResult {
 
 /**
  * Runs one whole episode of `task` with the given seed and returns its trajectory — any policy that is not a
- * `TurnGenerator` over our token books (e.g. the prompt-driven chat agents of src/agents/).
+ * `TurnGenerator` over our token books (e.g. the prompt-driven chat agents of src/baselines/).
  */
 export type EpisodeRunner = (task: Task, seed: number) => Promise<Trajectory>;
 

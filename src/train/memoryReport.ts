@@ -4,7 +4,7 @@
  * (`wasm.peak` of `estimateEmbeddedMemory`), with the first step's need beside it — so the dry run never reports a
  * smaller number than the run then warns with.
  */
-import { WASM_HEAP_LIMIT_BYTES, type EmbeddedMemoryEstimate } from "./config.ts";
+import { WASM_HEAP_LIMIT_BYTES, type EmbeddedMemoryEstimate } from "../policy/embedded/memory.ts";
 
 /** Bytes as the estimate is shown: whole MiB below 1 GiB, GiB with one decimal from there (`657 MiB`, `4.5 GiB`). */
 export function heapSize(bytes: number): string {

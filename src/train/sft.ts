@@ -4,60 +4,9 @@
  * habits to improve on (guessing, needless searches, vague queries).
  */
 import { Rng } from "../core/rng.ts";
-import type { Datum, Metrics, Task, Trajectory } from "../core/types.ts";
-import type { EnvFactory } from "../env/types.ts";
+import type { Datum, Metrics, Trajectory } from "../core/types.ts";
 import { trajectoryToDatum } from "../algo/datum.ts";
-import { ScriptedAgent } from "../rollout/agent.ts";
-import { rolloutGroups, type RolloutLimits } from "../rollout/rollout.ts";
-import { personaTurn, pickPersona, readingTurn, type Persona, type ValuesOf } from "../envs/search/scripted.ts";
-import type { Tokenizer } from "../policy/tokenizer.ts";
-import type { TrainingBackend } from "../policy/types.ts";
-
-/** Options of demonstration generation. */
-export interface DemoOptions {
-  /** Also write one reading demonstration per unknown training task (see `readingTurn`). */
-  reading?: boolean;
-  /** Demonstrations per training task, each with a persona drawn by weight. */
-  demosPerTask: number;
-  personas: Record<Persona, number>;
-  seed: number;
-}
-
-/**
- * Demonstrations: `demosPerTask` persona episodes per training task, plus one direct answer for every known task
- * of any split — the facts the policy "knows" (as a pretrained LLM knows popular entities).
- * @returns trajectories with loss mask 1 on the agents' tokens
- */
-export async function makeDemonstrations(
-  trainTasks: readonly Task[],
-  knownTasks: readonly Task[],
-  makeEnv: EnvFactory,
-  tokenizer: Tokenizer,
-  limits: RolloutLimits,
-  valuesOf: ValuesOf,
-  options: DemoOptions,
-): Promise<Trajectory[]> {
-  const mixture = new ScriptedAgent(tokenizer, (ctx) =>
-    personaTurn(pickPersona(options.personas, ctx.seed - ctx.turnIndex), ctx, valuesOf),
-  );
-  const careful = new ScriptedAgent(tokenizer, (ctx) => personaTurn("careful", ctx, valuesOf));
-  const demos = await rolloutGroups(trainTasks, makeEnv, mixture, tokenizer, limits, {
-    groupSize: options.demosPerTask,
-    seed: options.seed,
-  });
-  const knowledge = await rolloutGroups(knownTasks, makeEnv, careful, tokenizer, limits, {
-    groupSize: 1,
-    seed: options.seed + 1,
-  });
-  const out = [...demos, ...knowledge].flatMap((g) => g.trajectories);
-  if (options.reading) {
-    const reader = new ScriptedAgent(tokenizer, (ctx) => readingTurn(ctx, valuesOf));
-    const unknown = trainTasks.filter((t) => t.known !== true);
-    const reading = await rolloutGroups(unknown, makeEnv, reader, tokenizer, limits, { groupSize: 1, seed: options.seed + 2 });
-    out.push(...reading.flatMap((g) => g.trajectories));
-  }
-  return out;
-}
+import type { TrainingBackend } from "../core/training.ts";
 
 /** Options of the SFT loop. */
 export interface SftOptions {

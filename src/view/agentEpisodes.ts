@@ -1,14 +1,10 @@
 /**
- * `arl train --agent` runs as `arl view` shows them (read by src/view/data.ts): a samples line of
+ * `arl train --agent` runs as `arl view` shows them (read by src/view/sourceReader.ts): a samples line of
  * `writeAgentSamples` (src/train/agentExperiment.ts: calls and token segments instead of turns) as an episode, and an
  * evaluation's `rollouts.jsonl` lines (status and reward, no transcript) as episodes.
  */
+import { fitTo, num, str } from "./fields.ts";
 import type { ViewAgentInfo, ViewEpisode, ViewTokens, ViewTurn } from "./types.ts";
-
-const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
-const str = (v: unknown, fallback = ""): string => (typeof v === "string" ? v : fallback);
-/** `xs` cut or padded with `fill` to `n` items (token books of one sequence are all `[seq]`). */
-const fitTo = <T>(n: number, xs: T[], fill: T): T[] => (xs.length === n ? xs : Array.from({ length: n }, (_, i) => (i < xs.length ? xs[i] : fill)));
 
 /** A line of `writeAgentSamples` (src/train/agentExperiment.ts): calls and segments instead of turns and tokens. */
 export const isAgentLine = (r: Record<string, unknown>): boolean => Array.isArray(r.segments) && Array.isArray(r.calls);
@@ -67,6 +63,20 @@ export function toolResponseBlocks(text: string): { start: number; end: number; 
   return out;
 }
 
+/** Where an `--agent` samples line stands in its file, and how its tokens read (`agentEpisode`). */
+export interface AgentEpisodePlace {
+  /** Line index in the samples file. */
+  index: number;
+  task: string;
+  /** Group index (consecutive lines of one task) and the line's place in it. */
+  group: number;
+  member: number;
+  /** The tokenizer's decoder joins tokens by spaces (WordPiece); undefined = not known. */
+  spaced: boolean | undefined;
+  /** Filled with the token texts the line carries (id → text). */
+  vocab: Record<string, string>;
+}
+
 /**
  * One `--agent` rollout as an episode: the calls as turns (content, tool calls, and the tool results the next prompt
  * carried, read from the segment's loss-mask-0 tokens), every segment's tokens with the tool results located, the
@@ -74,7 +84,8 @@ export function toolResponseBlocks(text: string): { start: number; end: number; 
  * completion; segments hold the calls in order, so run k of the rollout is call k (when the counts differ — a call
  * with an empty completion — the turns show no observations rather than wrong ones).
  */
-export function agentEpisode(r: Record<string, unknown>, index: number, task: string, group: number, member: number, spaced: boolean | undefined, vocab: Record<string, string>): ViewEpisode {
+export function agentEpisode(r: Record<string, unknown>, at: AgentEpisodePlace): ViewEpisode {
+  const { index, task, group, member, spaced, vocab } = at;
   const calls = (r.calls as Record<string, unknown>[]).filter((c) => c !== null && typeof c === "object");
   const segments: ViewTokens[] = [];
   // per completion (run of mask-1 tokens), in order over all segments: the observation text after it in its segment

@@ -10,10 +10,11 @@
  * (~10 ms) unless one of them changed; an installed package uses `dist/view/client.bundle.js`, which `npm run build`
  * writes (`src/view/build.ts`), so esbuild — a devDependency — is not needed there. Nothing generated is committed.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
+import { fileStamp } from "./files.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** Name of the prebuilt bundle next to the compiled `bundle.js` in `dist/view/`. */
@@ -77,16 +78,6 @@ async function bundleWithInputs(entry: string, minify: boolean): Promise<{ text:
   return { text: out.text, inputs, version: esbuild.version };
 }
 
-/** `size:mtime` of a file, or `-` when it is gone. */
-const stamp = (p: string): string => {
-  try {
-    const s = statSync(p);
-    return `${s.size}:${s.mtimeMs}`;
-  } catch {
-    return "-";
-  }
-};
-
 /** What a cached bundle was built from. */
 interface BundleManifest {
   entry: string;
@@ -113,7 +104,7 @@ export async function cachedClientBundle(options: { entry?: string; minify?: boo
   const name = `client${minify ? "" : ".dev"}`;
   try {
     const m = JSON.parse(readFileSync(join(dir, `${name}.json`), "utf8")) as BundleManifest;
-    if (m.entry === entry && m.minify === minify && Object.keys(m.inputs).length > 0 && Object.entries(m.inputs).every(([p, st]) => stamp(p) === st)) {
+    if (m.entry === entry && m.minify === minify && Object.keys(m.inputs).length > 0 && Object.entries(m.inputs).every(([p, st]) => fileStamp(p) === st)) {
       const { version } = (await import("esbuild").catch(() => ({ version: m.esbuild }))) as { version: string };
       if (version === m.esbuild) return { text: readFileSync(join(dir, `${name}.js`), "utf8"), from: "cache" };
     }
@@ -125,7 +116,7 @@ export async function cachedClientBundle(options: { entry?: string; minify?: boo
   const built = await bundleWithInputs(entry, minify);
   let changedMeanwhile = false;
   for (const p of built.inputs) {
-    stamps.set(p, stamp(p));
+    stamps.set(p, fileStamp(p));
     if (Number(stamps.get(p)!.split(":")[1]) >= started - 1000) changedMeanwhile = true; // edited while bundling: not cached
   }
   if (changedMeanwhile) return { text: built.text, from: "build" };

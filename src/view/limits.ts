@@ -1,5 +1,5 @@
 /**
- * How much of a run folder `arl view` reads, keeps and sends (src/view/data.ts). Every file it reads is bounded, so
+ * How much of a run folder `arl view` reads, keeps and sends (src/view/sourceReader.ts). Every file it reads is bounded, so
  * one damaged or hostile file (a 45 MB metrics line of 2.5 M keys, a 1 GB summary) costs the viewer a bounded amount
  * of memory and each answer a bounded size; what is left out is counted and shown on the page
  * (`SourceInfo.damagedLines`, `SourceInfo.cutLines`). The defaults are far above what `arl train` writes (a metrics

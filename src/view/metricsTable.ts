@@ -1,14 +1,13 @@
 /**
- * `metrics.jsonl` as `arl view` keeps it (src/view/data.ts): lines appended one at a time as a run writes them
+ * `metrics.jsonl` as `arl view` keeps it (src/view/sourceReader.ts): lines appended one at a time as a run writes them
  * (`JsonlTail`, src/view/tail.ts), their numeric values in typed arrays (~10 bytes a value, whatever the keys), within
  * `ViewLimits` (keys per line, distinct keys, stages, lines, values: what is dropped is counted in `cut`). It answers
  * what the index needs (stages, keys) without a pass over the lines, replays the trainer's detector monitor over new
  * lines only, and thins the lines it sends so a payload holds at most `maxCells` values.
  */
 import { DetectorMonitor, defaultDetectors, type DetectorThresholds } from "../reward/detectors.ts";
+import { num } from "./fields.ts";
 import { ownText, type ViewLimits } from "./limits.ts";
-
-const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 
 /** `a` with room for `n` items (doubling), its items kept. */
 function room<T extends Float64Array | Uint32Array | Uint8Array>(a: T, n: number, make: (size: number) => T): T {

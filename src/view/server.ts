@@ -1,5 +1,5 @@
 /**
- * `arl view`'s HTTP server, on the shared HTTP layer (`src/serve/http.ts`, fastify): loopback by default, an
+ * `arl view`'s HTTP server, on the shared HTTP layer (`src/http/server.ts`, fastify): loopback by default, an
  * optional bearer token, errors as `{error}` with a 4xx status. Routes:
  * - `GET /` — the page; `GET /app.js` — its script (neither holds data, so neither needs the token);
  * - `GET /api/index` — the sources and what files they have now (`ViewIndex`);
@@ -13,10 +13,11 @@
  */
 import { isAbsolute } from "node:path";
 import type { FastifyInstance } from "fastify";
-import { HttpError, createApp, listen, type RunningServer, type ServeOptions } from "../serve/http.ts";
-import { sameSecret } from "../serve/limits.ts"; // SHA-256 digests compared in constant time: the key length does not leak either
+import { HttpError, createApp, listen, type RunningServer, type ServeOptions } from "../http/server.ts";
+import { sameSecret } from "../http/limits.ts"; // SHA-256 digests compared in constant time: the key length does not leak either
 import { clientBundle } from "./bundle.ts";
-import { SourceReader, discoverSources, type SourceRef } from "./data.ts";
+import { SourceReader } from "./sourceReader.ts";
+import { discoverSources, type SourceRef } from "./sources.ts";
 import { servedPage } from "./page.ts";
 import type { MetricsPayload, SamplesPayload, ViewBundleData, ViewIndex } from "./types.ts";
 

@@ -1,5 +1,5 @@
 /**
- * Bounded, incremental reads of the files `arl view` shows (src/view/data.ts). A run appends to its JSON-lines files
+ * Bounded, incremental reads of the files `arl view` shows (src/view/sourceReader.ts). A run appends to its JSON-lines files
  * while the page polls, so `JsonlTail` keeps per-file state (identity, byte offset, a partial last line) and on
  * growth reads and parses only the appended bytes, in chunks; a line longer than its limit is skipped as it streams
  * past (never held whole) and counted as damaged. `readCapped` reads a whole file only when it is under a size limit.

@@ -1,6 +1,6 @@
 /**
  * What `arl view`'s server sends its page (and what `arl view --export` embeds in one HTML file): run and lab
- * folders as they are on disk (README "A run on disk"), read by `src/view/data.ts`. Shared by the server (Node) and
+ * folders as they are on disk (README "A run on disk"), read by `src/view/sourceReader.ts`. Shared by the server (Node) and
  * the page (`src/view/client/`); this file imports nothing, so the client bundle stays free of Node modules.
  *
  * Units: steps are 0-based as in `metrics.jsonl`; logprobs are natural-log probabilities (nats); rewards and

@@ -1,20 +1,19 @@
 /**
  * The support-ticket classification env as a recipe (`EnvRecipe`, `arl train --env classify`): one turn, no tools —
  * the ticket of `./world.ts` is the user message, the answer is one label, graded by `./grader.ts` (label accuracy),
- * broken down by `./decisions.ts`, warm-started from the scripted triagers of `./personas.ts`. Built with `toolEnv`
- * (`src/env/toolEnv.ts`, an empty tool list: the system prompt is the instructions alone) in `hermes` (default) or
- * `react`. `labDesigns`: a design that pays confidence words and a lenient label match (breeds hedging: several
- * labels, confidence words) and the fix (strict label accuracy). Detectors `multi_label` and `confidence_words`.
+ * broken down by `./decisions.ts`, warm-started from the scripted triagers of `./personas.ts`. Built with
+ * `defineToolRecipe` (`src/env/defineToolRecipe.ts`, no tools: the system prompt is the instructions alone) in `hermes`
+ * (default) or `react`. `labDesigns`: a design that pays confidence words and a lenient label match (breeds hedging:
+ * several labels, confidence words) and the fix (strict label accuracy). Detectors `multi_label` and
+ * `confidence_words`.
  */
 import { z } from "zod";
-import type { Task, Trajectory } from "../../core/types.ts";
-import type { EnvRecipe, RecipeContext, RecipeInstance, RecipeLabDesign } from "../../env/recipe.ts";
-import { parseEnvOptions } from "../../env/options.ts";
-import { toolEnv } from "../../env/toolEnv.ts";
-import { getProtocol } from "../../protocol/index.ts";
+import type { Trajectory } from "../../core/types.ts";
+import { defineToolRecipe, ONE_TURN_DEFAULTS, taskOptionFields, toolEnvDesign } from "../../env/defineToolRecipe.ts";
+import type { EnvRecipe, RecipeLabDesign } from "../../env/recipe.ts";
 import { registerDetector } from "../../reward/detectors.ts";
 import { classifyBreakdown, CLASSIFY_BREAKDOWN_LABELS } from "./decisions.ts";
-import { CLASSIFY_PAY_MODES, CONFIDENCE_WORDS, gradeClassify, HEDGE_WORDS, parseLabels, type ClassifyPayMode } from "./grader.ts";
+import { CLASSIFY_PAY_MODES, CONFIDENCE_WORDS, gradeClassify, HEDGE_WORDS, parseLabels } from "./grader.ts";
 import { CLASSIFY_PERSONA_WEIGHTS, scriptedTurn } from "./personas.ts";
 import { buildClassifyWorld, classifyTasks, LABELS, type Ticket } from "./world.ts";
 
@@ -23,27 +22,13 @@ import { buildClassifyWorld, classifyTasks, LABELS, type Ticket } from "./world.
  * `gradeClassify`); `numTestTasks` (integer in [4, 400], default 120); `numTrainTasks` (integer in [10, 4000], default
  * 1500); `worldSeed` (integer, default the run's seed).
  */
-export const ClassifyOptions = z
-  .object({
-    pay: z.enum(CLASSIFY_PAY_MODES).optional(),
-    numTestTasks: z.number().int().min(4).max(400).optional(),
-    numTrainTasks: z.number().int().min(10).max(4000).optional(),
-    worldSeed: z.number().int().optional(),
-  })
-  .strict();
+export const ClassifyOptions = z.object({ pay: z.enum(CLASSIFY_PAY_MODES).optional(), ...taskOptionFields([4, 400], [10, 4000]) }).strict();
 
 /** Defaults of `ClassifyOptions`. */
 export const CLASSIFY_DEFAULT_OPTIONS = { pay: "strict", numTestTasks: 120, numTrainTasks: 1500 } as const;
 
 /** The system prompt (no tools). */
 export const CLASSIFY_INSTRUCTIONS = `classify the support ticket by what is broken . answer one label : ${LABELS.join(" , ")} .`;
-
-/**
- * Reads `ctx.options`. @throws Error `env.options.<field>: <message>`; unknown fields are named with the allowed ones
- */
-export function classifyOptions(options: Record<string, unknown>): { pay: ClassifyPayMode; numTestTasks: number; numTrainTasks: number; worldSeed?: number } {
-  return parseEnvOptions(ClassifyOptions, options, CLASSIFY_DEFAULT_OPTIONS, { pay: `must be one of ${CLASSIFY_PAY_MODES.join(", ")}` });
-}
 
 /** Every answer shape a policy may write (labels, pairs, confidence and hedge words), for the vocabulary. */
 function answerTexts(): string[] {
@@ -53,44 +38,6 @@ function answerTexts(): string[] {
     for (const b of LABELS) if (a !== b) out.push(`${a} or ${b}`);
   }
   return out;
-}
-
-/** Builds the classify recipe's instance. @throws Error naming `env.options.<field>` on a bad option */
-export function buildClassify(ctx: RecipeContext): RecipeInstance<Ticket> {
-  const opts = classifyOptions(ctx.options);
-  const protocol = getProtocol(ctx.protocol);
-  const world = buildClassifyWorld(opts.worldSeed ?? ctx.seed);
-  const { train, test } = classifyTasks(world, opts.numTestTasks, opts.numTrainTasks);
-  const system = protocol.system([], CLASSIFY_INSTRUCTIONS);
-  // A ticket's label is in its text: there are no hidden facts to re-draw, so every world k is the same env.
-  const factory = (faults: boolean) =>
-    toolEnv<Ticket, undefined>({
-      protocol,
-      instructions: CLASSIFY_INSTRUCTIONS,
-      tools: [],
-      grade: (input) => gradeClassify(input, opts.pay),
-      maxTurns: ctx.maxTurns,
-      call: ctx.call,
-      ...(faults && ctx.faults !== undefined ? { faults: ctx.faults } : {}),
-    });
-  const withFaults = factory(true);
-  const noFaults = factory(false);
-  return {
-    train,
-    test,
-    makeEnv(k, options = {}) {
-      if (!Number.isInteger(k) || k < 0) throw new Error(`classify: world index must be an integer ≥ 0, got ${k}`);
-      return options.faults === false ? noFaults : withFaults;
-    },
-    texts: () => [protocol.prompt(system, train[0].question), ...[...train, ...test].map((t) => t.question), ...answerTexts().map((a) => protocol.format({ type: "answer", answer: a }))],
-    fixedPrompts: () => [system],
-    personas: { ...CLASSIFY_PERSONA_WEIGHTS },
-    baselinePersona: "careful",
-    scriptedTurn: (persona, turn) => scriptedTurn(persona, turn, protocol),
-    breakdown: classifyBreakdown,
-    breakdownLabels: { ...CLASSIFY_BREAKDOWN_LABELS },
-    describe: () => `${LABELS.length} labels, ${LABELS.length * world.cues.billing.length} cue words; single turn, no tools; pay ${opts.pay}`,
-  };
 }
 
 /** The classify episodes of a step that answered, with their parsed labels. */
@@ -121,60 +68,34 @@ registerDetector({ name: "confidence_words", metric: "hack/confidence_words", ru
 
 /** The reward designs of `arl lab --env classify`: the confidence-paying loophole and the fix. */
 export const CLASSIFY_LAB_DESIGNS: Readonly<Record<string, RecipeLabDesign>> = {
-  "pays-confidence": {
-    description: "pays 0.6 when the gold label appears anywhere in the answer plus 0.4 for a confidence word: breeds hedging (several labels) said with confidence",
-    preset: "tool-env",
-    weights: {},
-    overrides: { "env.options.pay": "confidence" },
-    expectedDetectors: ["multi_label", "confidence_words"],
-  },
-  fix: {
-    description: "the fix: label accuracy only — one label, the right one; several labels score 0, confidence words are neither paid nor priced",
-    preset: "tool-env",
-    weights: {},
-    overrides: { "env.options.pay": "strict" },
-    expectedDetectors: [], // a fix: the lab verdict says "closed" when no detector fires
-  },
+  "pays-confidence": toolEnvDesign("pays 0.6 when the gold label appears anywhere in the answer plus 0.4 for a confidence word: breeds hedging (several labels) said with confidence", { "env.options.pay": "confidence" }, ["multi_label", "confidence_words"]),
+  fix: toolEnvDesign("the fix: label accuracy only — one label, the right one; several labels score 0, confidence words are neither paid nor priced", { "env.options.pay": "strict" }, []),
 };
 
-/** The classify recipe: `arl train --env classify`, sized for a few minutes on 2 cores. */
-export const classifyRecipe: EnvRecipe<Ticket> = {
+/**
+ * The classify recipe: `arl train --env classify`, sized for a few minutes on 2 cores. A ticket's label is in its
+ * text: there are no hidden facts to re-draw, so every world k is the same env.
+ */
+export const classifyRecipe: EnvRecipe<Ticket> = defineToolRecipe({
   name: "classify",
   description: "Support-ticket classification (one turn, no tools): the label of what is broken; graded by label accuracy",
-  protocols: ["hermes", "react"],
-  tools: [],
   defaults: {
+    ...ONE_TURN_DEFAULTS,
     "policy.contextLength": "64",
     "policy.microBatchTokens": "2048",
-    "policy.lengthBucket": "16",
-    "reward.preset": "tool-env",
-    "env.maxTurns": "1",
     "rl.maxTokensPerTurn": "8",
     "sft.steps": "300",
-    "sft.batchSize": "32",
-    "sft.demosPerTask": "1",
-    "sft.counterfactualWorlds": "0",
-    "rl.counterfactualWorlds": "0",
-    "rl.steps": "30",
-    "rl.tasksPerStep": "16",
-    "rl.groupSize": "8",
-    "eval.maxTasks": "120",
-  },
-  smoke: {
-    "policy.dModel": "32",
-    "policy.nLayers": "1",
-    "policy.nHeads": "2",
-    "sft.steps": "20",
-    "rl.steps": "2",
-    "rl.tasksPerStep": "2",
-    "rl.groupSize": "2",
-    "eval.maxTasks": "4",
   },
   labDesigns: CLASSIFY_LAB_DESIGNS,
-  build: buildClassify,
-};
-
-/** The first user message of a task: the ticket. */
-export function classifyUserMessage(task: Task<Ticket>): string {
-  return task.question;
-}
+  options: { schema: ClassifyOptions, defaults: CLASSIFY_DEFAULT_OPTIONS, messages: { pay: `must be one of ${CLASSIFY_PAY_MODES.join(", ")}` } },
+  world: buildClassifyWorld,
+  tasks: ({ world, options: o }) => classifyTasks(world, o.numTestTasks, o.numTrainTasks),
+  instructions: CLASSIFY_INSTRUCTIONS,
+  grade: (input, { options: o }) => gradeClassify(input, o.pay),
+  personas: CLASSIFY_PERSONA_WEIGHTS,
+  scriptedTurn,
+  breakdown: classifyBreakdown,
+  breakdownLabels: CLASSIFY_BREAKDOWN_LABELS,
+  texts: (b) => [...b.promptTexts(), ...answerTexts().map((a) => b.protocol.format({ type: "answer", answer: a }))],
+  describe: ({ world, options: o }) => `${LABELS.length} labels, ${LABELS.length * world.cues.billing.length} cue words; single turn, no tools; pay ${o.pay}`,
+});

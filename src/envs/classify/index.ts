@@ -4,9 +4,6 @@
  */
 export {
   classifyRecipe,
-  buildClassify,
-  classifyOptions,
-  classifyUserMessage,
   confidenceWordRate,
   multiLabelRate,
   ClassifyOptions,

@@ -12,8 +12,8 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Action } from "../../core/types.ts";
-import type { Protocol } from "../../protocol/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import { scriptedPersonaTurn } from "../../env/defineToolRecipe.ts";
+import type { TurnContext } from "../../env/episode.ts";
 import { LABELS, type Label, type Ticket } from "./world.ts";
 
 /** The personas. */
@@ -55,7 +55,4 @@ export function personaAction(persona: ClassifyPersona, ctx: Pick<TurnContext, "
  * The text `persona` writes for the turn `ctx`, in `protocol`'s format.
  * @throws Error naming the allowed personas when `persona` is not one of `CLASSIFY_PERSONAS`
  */
-export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "seed">, protocol: Protocol): string {
-  if (!(CLASSIFY_PERSONAS as readonly string[]).includes(persona)) throw new Error(`classify: unknown persona "${persona}"; allowed: ${CLASSIFY_PERSONAS.join(", ")}`);
-  return protocol.format(personaAction(persona as ClassifyPersona, ctx));
-}
+export const scriptedTurn = scriptedPersonaTurn("classify", CLASSIFY_PERSONAS, personaAction);

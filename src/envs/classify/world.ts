@@ -9,8 +9,8 @@
  * seen words (cue pair, order, phrases, greeting). Task kind of EasyR1's classification examples (single-turn, label
  * accuracy), generated here: there is no data set to download.
  */
-import { Rng } from "../../core/rng.ts";
 import type { Task } from "../../core/types.ts";
+import { fnv1a, taskCount, worldStream } from "../../env/world.ts";
 
 /** The labels, in answer order. */
 export const LABELS = ["billing", "shipping", "account", "hardware", "software", "returns"] as const;
@@ -58,20 +58,13 @@ export interface Ticket {
   text: string;
 }
 
-/** A seeded stream per purpose (FNV-1a of the purpose mixed with the seed), so each draw is independent. */
-function stream(seed: number, purpose: string): Rng {
-  let h = 0x811c9dc5;
-  for (const ch of purpose) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return new Rng((h ^ Math.imul(Math.trunc(seed) >>> 0, 0x9e3779b1)) >>> 0);
-}
-
 /**
  * The world of `seed`: `CUES_PER_LABEL` cue words per label drawn from `CUE_POOL` (in pool order).
  * @throws Error when `seed` is not an integer
  */
 export function buildClassifyWorld(seed: number): ClassifyWorld {
   if (!Number.isInteger(seed)) throw new Error(`classify world: seed must be an integer, got ${seed}`);
-  const rng = stream(seed, "cues");
+  const rng = worldStream(seed, "cues");
   const cues = {} as Record<Label, string[]>;
   for (const l of LABELS) {
     const keep = new Set(rng.shuffle(CUE_POOL[l].map((_, i) => i)).slice(0, CUES_PER_LABEL));
@@ -102,13 +95,13 @@ export function ticketText(t: Omit<Ticket, "text" | "label">, problem: string, f
  * @throws Error when the counts are not integers in range (`numTest` in [4, 400], `numTrain` in [10, 4000])
  */
 export function classifyTasks(world: ClassifyWorld, numTest = 120, numTrain = 1500): { train: Task<Ticket>[]; test: Task<Ticket>[] } {
-  if (!Number.isInteger(numTest) || numTest < 4 || numTest > 400) throw new Error(`numTestTasks must be an integer in [4, 400], got ${numTest}`);
-  if (!Number.isInteger(numTrain) || numTrain < 10 || numTrain > 4000) throw new Error(`numTrainTasks must be an integer in [10, 4000], got ${numTrain}`);
-  const rng = stream(world.seed, "tickets");
+  taskCount("numTestTasks", numTest, [4, 400]);
+  taskCount("numTrainTasks", numTrain, [10, 4000]);
+  const rng = worldStream(world.seed, "tickets");
   const all = LABELS.flatMap((l) => world.cues[l].map((cue) => ({ cue, label: l })));
   // Held-out combinations: a fifth of the (broken, fine) cue pairs and of the (cue, problem) pairs.
-  const heldPair = (a: string, b: string) => (hash(`${world.seed}|${a}|${b}`) % 5) === 0;
-  const heldSingle = (a: string, p: string) => (hash(`${world.seed}|${a}|${p}`) % 5) === 0;
+  const heldPair = (a: string, b: string) => (fnv1a(`${world.seed}|${a}|${b}`) % 5) === 0;
+  const heldSingle = (a: string, p: string) => (fnv1a(`${world.seed}|${a}|${p}`) % 5) === 0;
   const make = (split: "train" | "test", n: number): Task<Ticket> | undefined => {
     const broken = all[rng.int(all.length)];
     const two = rng.next() < 0.5;
@@ -144,9 +137,3 @@ export function classifyTasks(world: ClassifyWorld, numTest = 120, numTrain = 15
   return { train, test };
 }
 
-/** 32-bit FNV-1a of a string. */
-function hash(s: string): number {
-  let h = 0x811c9dc5;
-  for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return h;
-}

@@ -9,7 +9,7 @@ import { COMPLAINT_DETECTORS } from "./decisions.ts";
 
 for (const d of COMPLAINT_DETECTORS) registerDetector(d);
 
-export { complaintsRecipe, buildComplaints, complaintOptions, ComplaintOptions, COMPLAINT_DEFAULT_OPTIONS, COMPLAINT_INSTRUCTIONS, COMPLAINT_LAB_DESIGNS, COMPLAINT_LATENCY_MS, counterfactualSeed } from "./env.ts";
+export { complaintsRecipe, ComplaintOptions, COMPLAINT_DEFAULT_OPTIONS, COMPLAINT_INSTRUCTIONS, COMPLAINT_LAB_DESIGNS, COMPLAINT_LATENCY_MS } from "./env.ts";
 export { complaintBreakdown, normalisedFor, firstNumberRate, unretrievedSourceRate, rawCountRate, COMPLAINT_BREAKDOWN_LABELS, COMPLAINT_DETECTORS } from "./decisions.ts";
 export { gradeComplaint, parseAnswer, dataCalls, retrievedSources, PAY_MODES, SCORE_PARTS, type PayMode, type ParsedAnswer, type DataCall, type CallTurn } from "./grader.ts";
 export { personaAction, scriptedTurn, answerLine, COMPLAINT_PERSONAS, COMPLAINT_PERSONA_WEIGHTS, COMPLAINT_HABIT_RATES, DROPPED_NAME, type ComplaintPersona } from "./personas.ts";

@@ -20,8 +20,8 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Action, ToolCall } from "../../core/types.ts";
-import type { Protocol } from "../../protocol/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import { scriptedPersonaTurn } from "../../env/defineToolRecipe.ts";
+import type { TurnContext } from "../../env/episode.ts";
 import { dataCalls, type DataCall } from "./grader.ts";
 import type { CountView, SalesView } from "./tools.ts";
 import { resolveReports, type Caliber, type ComplaintQuestion, type ReportEntry } from "./world.ts";
@@ -130,12 +130,7 @@ export function personaAction(persona: ComplaintPersona, ctx: Pick<TurnContext, 
 }
 
 /**
- * The text `persona` writes for the turn `ctx`, in `protocol`'s format (`protocol.format(personaAction(…))`).
+ * The text `persona` writes for the turn `ctx`, in `protocol`'s format.
  * @throws Error naming the allowed personas when `persona` is not one of `COMPLAINT_PERSONAS`
  */
-export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "history" | "seed" | "turnIndex">, protocol: Protocol): string {
-  if (!(COMPLAINT_PERSONAS as readonly string[]).includes(persona)) {
-    throw new Error(`complaints: unknown persona "${persona}"; allowed: ${COMPLAINT_PERSONAS.join(", ")}`);
-  }
-  return protocol.format(personaAction(persona as ComplaintPersona, ctx));
-}
+export const scriptedTurn = scriptedPersonaTurn("complaints", COMPLAINT_PERSONAS, personaAction);

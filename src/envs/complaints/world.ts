@@ -23,6 +23,7 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Task } from "../../core/types.ts";
+import { worldStream } from "../../env/world.ts";
 
 /** The world's current year; "last year" is `THIS_YEAR - 1`. 2026's figures are year-to-date. */
 export const THIS_YEAR = 2026;
@@ -119,13 +120,6 @@ export interface ComplaintQuestion {
   conflict: boolean;
 }
 
-/** A stream of the world's randomness per purpose (FNV-1a of the purpose mixed with the seed). */
-function stream(seed: number, purpose: string): Rng {
-  let h = 0x811c9dc5;
-  for (const ch of purpose) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return new Rng((h ^ Math.imul(Math.trunc(seed) >>> 0, 0x9e3779b1)) >>> 0);
-}
-
 const uniform = (rng: Rng, lo: number, hi: number) => lo + (hi - lo) * rng.next();
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
@@ -200,7 +194,7 @@ function drawReports(rng: Rng, count: number, rate: number, conflicting: boolean
 
 /** Draws every value of a world (see the file doc). */
 function drawWorld(seed: number, purpose: string): ComplaintWorld {
-  const rng = stream(seed, `${purpose}:values`);
+  const rng = worldStream(seed, `${purpose}:values`);
   const own: ComplaintWorld["own"] = {};
   for (const p of OWN_PRODUCTS) {
     own[p] = {};
@@ -211,7 +205,7 @@ function drawWorld(seed: number, purpose: string): ComplaintWorld {
   }
   const keys: Array<[string, number, Caliber]> = [];
   for (const p of COMPETITOR_PRODUCTS) for (const y of YEARS) for (const c of CALIBERS) keys.push([p, y, c]);
-  const conflictSet = new Set(stream(seed, `${purpose}:conflicts`).shuffle(keys.map((_, i) => i)).slice(0, Math.round(CONFLICT_RATE * keys.length)));
+  const conflictSet = new Set(worldStream(seed, `${purpose}:conflicts`).shuffle(keys.map((_, i) => i)).slice(0, Math.round(CONFLICT_RATE * keys.length)));
   const competitor: ComplaintWorld["competitor"] = {};
   const volumes = new Map<string, { units: number; rates: Record<Caliber, number> }>();
   keys.forEach(([p, y, c], i) => {
@@ -330,7 +324,7 @@ export function complaintTasks(world: ComplaintWorld, numTestTasks = 60): { trai
   if (!Number.isInteger(numTestTasks) || numTestTasks < 4 || numTestTasks > 340) {
     throw new Error(`numTestTasks must be an integer in [4, 340], got ${numTestTasks}`);
   }
-  const rng = stream(world.seed, "tasks");
+  const rng = worldStream(world.seed, "tasks");
   const pairs: Array<[string, string]> = [];
   for (const a of OWN_PRODUCTS) for (const b of [...OWN_PRODUCTS, ...COMPETITOR_PRODUCTS]) if (a !== b) pairs.push([a, b]);
   const shuffled = rng.shuffle(pairs.map((_, i) => i));

@@ -4,8 +4,6 @@
  */
 export {
   extractRecipe,
-  buildExtract,
-  extractOptions,
   hallucinatedFieldRate,
   ExtractOptions,
   EXTRACT_DEFAULT_OPTIONS,

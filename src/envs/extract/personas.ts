@@ -12,8 +12,8 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Action } from "../../core/types.ts";
-import type { Protocol } from "../../protocol/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import { scriptedPersonaTurn } from "../../env/defineToolRecipe.ts";
+import type { TurnContext } from "../../env/episode.ts";
 import { fieldValues, FIELDS, recordJson, type OrderNote, type OrderRecord } from "./world.ts";
 
 /** The personas. */
@@ -66,7 +66,4 @@ export function personaAction(persona: ExtractPersona, ctx: Pick<TurnContext, "t
  * The text `persona` writes for the turn `ctx`, in `protocol`'s format.
  * @throws Error naming the allowed personas when `persona` is not one of `EXTRACT_PERSONAS`
  */
-export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "seed">, protocol: Protocol): string {
-  if (!(EXTRACT_PERSONAS as readonly string[]).includes(persona)) throw new Error(`extract: unknown persona "${persona}"; allowed: ${EXTRACT_PERSONAS.join(", ")}`);
-  return protocol.format(personaAction(persona as ExtractPersona, ctx));
-}
+export const scriptedTurn = scriptedPersonaTurn("extract", EXTRACT_PERSONAS, personaAction);

@@ -11,8 +11,8 @@
  * field the note does not state is absent from the record: writing it is a hallucinated field. Task kind of EasyR1's
  * information-extraction examples, generated (no data set to download).
  */
-import { Rng } from "../../core/rng.ts";
 import type { Task } from "../../core/types.ts";
+import { drawSplit, fnv1a, taskCount, worldStream } from "../../env/world.ts";
 
 /** The schema's fields, in record order. */
 export const FIELDS = ["country", "payment", "delivery", "size", "items"] as const;
@@ -58,17 +58,6 @@ export interface OrderNote {
   cues: Partial<Record<Field, string>>;
 }
 
-/** 32-bit FNV-1a of a string. */
-function hash(s: string): number {
-  let h = 0x811c9dc5;
-  for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return h;
-}
-
-function stream(seed: number, purpose: string): Rng {
-  return new Rng((hash(purpose) ^ Math.imul(Math.trunc(seed) >>> 0, 0x9e3779b1)) >>> 0);
-}
-
 /** The values of a string field, in pool order. */
 export function fieldValues(f: TextField): string[] {
   return Object.keys(CUE_POOL[f]);
@@ -80,7 +69,7 @@ export function fieldValues(f: TextField): string[] {
  */
 export function buildExtractWorld(seed: number): ExtractWorld {
   if (!Number.isInteger(seed)) throw new Error(`extract world: seed must be an integer, got ${seed}`);
-  const rng = stream(seed, "cues");
+  const rng = worldStream(seed, "cues");
   const cues = {} as ExtractWorld["cues"];
   for (const f of ["country", "payment", "delivery", "size"] as const) {
     cues[f] = {};
@@ -115,9 +104,9 @@ export function recordJson(r: OrderRecord): string {
  * @throws Error when the counts are out of range (`numTest` in [4, 400], `numTrain` in [10, 4000])
  */
 export function extractTasks(world: ExtractWorld, numTest = 120, numTrain = 1500): { train: Task<OrderNote>[]; test: Task<OrderNote>[] } {
-  if (!Number.isInteger(numTest) || numTest < 4 || numTest > 400) throw new Error(`numTestTasks must be an integer in [4, 400], got ${numTest}`);
-  if (!Number.isInteger(numTrain) || numTrain < 10 || numTrain > 4000) throw new Error(`numTrainTasks must be an integer in [10, 4000], got ${numTrain}`);
-  const rng = stream(world.seed, "notes");
+  taskCount("numTestTasks", numTest, [4, 400]);
+  taskCount("numTrainTasks", numTrain, [10, 4000]);
+  const rng = worldStream(world.seed, "notes");
   const make = (): { note: OrderNote; held: boolean } => {
     let present: Field[] = [];
     while (present.length < 2) present = FIELDS.filter(() => rng.next() < 0.6);
@@ -136,16 +125,11 @@ export function extractTasks(world: ExtractWorld, numTest = 120, numTrain = 1500
     const order = rng.shuffle(present);
     const text = `order note : ${order.map((f) => FIELD_PHRASES[f][rng.int(2)].replace("{}", cues[f]!)).join(" , ")} .`;
     const key = cues.country !== undefined && cues.payment !== undefined ? `${cues.country}|${cues.payment}` : recordJson(record);
-    return { note: { record, text, order, cues }, held: hash(`${world.seed}|${key}`) % 5 === 0 };
+    return { note: { record, text, order, cues }, held: fnv1a(`${world.seed}|${key}`) % 5 === 0 };
   };
-  const out = { train: [] as Task<OrderNote>[], test: [] as Task<OrderNote>[] };
-  const seen = new Set<string>();
-  for (let tries = 0; (out.train.length < numTrain || out.test.length < numTest) && tries < 200 * (numTrain + numTest); tries++) {
+  return drawSplit(numTrain, numTest, () => {
     const { note, held } = make();
-    const split = held ? "test" : "train";
-    if (out[split].length >= (held ? numTest : numTrain) || seen.has(note.text)) continue;
-    seen.add(note.text);
-    out[split].push({ id: `extract:${split}:${out[split].length}`, question: note.text, answers: [recordJson(note.record)], kind: "extract", data: note, meta: { fields: String(note.order.length) } });
-  }
-  return out;
+    const task = (split: "train" | "test", i: number): Task<OrderNote> => ({ id: `extract:${split}:${i}`, question: note.text, answers: [recordJson(note.record)], kind: "extract", data: note, meta: { fields: String(note.order.length) } });
+    return { held, signature: note.text, task };
+  });
 }

@@ -2,7 +2,7 @@
  * The long-document QA env: world (handbooks), tools (search, read), grader (right and supported, every citation checked), breakdown,
  * personas and the recipe (`longdocRecipe`, `arl train --env longdoc`). See `README.md` in this folder.
  */
-export { longdocRecipe, buildLongdoc, longdocOptions, unreadCitationRate, LongdocOptions, LONGDOC_DEFAULT_OPTIONS, LONGDOC_INSTRUCTIONS, LONGDOC_LAB_DESIGNS, UNREAD_CITATION_RULE } from "./env.ts";
+export { longdocRecipe, unreadCitationRate, LongdocOptions, LONGDOC_DEFAULT_OPTIONS, LONGDOC_INSTRUCTIONS, LONGDOC_LAB_DESIGNS, UNREAD_CITATION_RULE } from "./env.ts";
 export { longdocBreakdown, LONGDOC_BREAKDOWN_LABELS } from "./decisions.ts";
 export { gradeLongdoc, parseCitedAnswer, LONGDOC_PAY_MODES, type LongdocPayMode } from "./grader.ts";
 export { personaAction, scriptedTurn, LONGDOC_PERSONAS, LONGDOC_PERSONA_WEIGHTS, type LongdocPersona } from "./personas.ts";

@@ -18,8 +18,9 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Action, Turn } from "../../core/types.ts";
-import type { Protocol } from "../../protocol/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import { executedCalls } from "../../env/history.ts";
+import { scriptedPersonaTurn } from "../../env/defineToolRecipe.ts";
+import type { TurnContext } from "../../env/episode.ts";
 import { NO_MATCH, normParagraphId } from "./tools.ts";
 import { DEPARTMENT_OF, DEPARTMENTS, type HandbookQuestion } from "./world.ts";
 
@@ -40,15 +41,7 @@ export const LONGDOC_PERSONA_WEIGHTS: Readonly<Record<LongdocPersona, number>> =
 
 /** The successful results seen so far: each call's tool, argument and text. */
 function seen(history: readonly Turn[]): Array<{ name: string; arg: string; text: string }> {
-  const out: Array<{ name: string; arg: string; text: string }> = [];
-  for (const t of history) {
-    if (t.action.type !== "tool_call" || t.toolResults === undefined) continue;
-    t.toolResults.forEach((r, i) => {
-      const args = t.action.type === "tool_call" ? t.action.calls[i]?.arguments ?? {} : {};
-      if (r.ok && typeof r.value === "string") out.push({ name: r.name, arg: String(args.query ?? args.id ?? ""), text: r.value });
-    });
-  }
-  return out;
+  return executedCalls(history).flatMap((c) => (c.ok && typeof c.value === "string" ? [{ name: c.name, arg: String(c.args.query ?? c.args.id ?? ""), text: c.value }] : []));
 }
 
 const call = (name: string, args: Record<string, unknown>): Action => ({ type: "tool_call", calls: [{ name, arguments: args }] });
@@ -96,7 +89,4 @@ export function personaAction(persona: LongdocPersona, ctx: Pick<TurnContext, "t
  * The text `persona` writes for the turn `ctx`, in `protocol`'s format.
  * @throws Error naming the allowed personas when `persona` is not one of `LONGDOC_PERSONAS`
  */
-export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "history" | "seed" | "turnIndex">, protocol: Protocol): string {
-  if (!(LONGDOC_PERSONAS as readonly string[]).includes(persona)) throw new Error(`longdoc: unknown persona "${persona}"; allowed: ${LONGDOC_PERSONAS.join(", ")}`);
-  return protocol.format(personaAction(persona as LongdocPersona, ctx));
-}
+export const scriptedTurn = scriptedPersonaTurn("longdoc", LONGDOC_PERSONAS, personaAction);

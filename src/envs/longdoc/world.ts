@@ -17,8 +17,8 @@
  * right paragraph" decides whether the cue is there at all. Task kind of EasyR1's long-document QA examples, generated
  * (no data set to download).
  */
-import { Rng } from "../../core/rng.ts";
 import type { Task } from "../../core/types.ts";
+import { drawSplit, fnv1a, taskCount, worldStream, type SplitCandidate } from "../../env/world.ts";
 
 /** Facilities. */
 export const FACILITIES = ["port", "library", "clinic", "depot", "archive", "studio", "garage", "bakery", "lab", "farm", "mill", "hangar"] as const;
@@ -68,13 +68,6 @@ export interface HandbookQuestion {
   paragraph: string;
 }
 
-/** 32-bit FNV-1a of a string. */
-function hash(s: string): number {
-  let h = 0x811c9dc5;
-  for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return h;
-}
-
 /** The question text of a facility. */
 export function questionText(facility: string): string {
   return `which department runs the ${facility} ? cite the paragraph .`;
@@ -94,12 +87,10 @@ export function namingParagraphs(q: Pick<HandbookQuestion, "paragraphs">, facili
  */
 export function longdocTasks(seed: number, numTest = 120, numTrain = 1500): { train: Task<HandbookQuestion>[]; test: Task<HandbookQuestion>[] } {
   if (!Number.isInteger(seed)) throw new Error(`longdoc world: seed must be an integer, got ${seed}`);
-  if (!Number.isInteger(numTest) || numTest < 4 || numTest > 400) throw new Error(`numTestTasks must be an integer in [4, 400], got ${numTest}`);
-  if (!Number.isInteger(numTrain) || numTrain < 10 || numTrain > 4000) throw new Error(`numTrainTasks must be an integer in [10, 4000], got ${numTrain}`);
-  const rng = new Rng((hash("longdoc") ^ Math.imul(seed >>> 0, 0x9e3779b1)) >>> 0);
-  const out = { train: [] as Task<HandbookQuestion>[], test: [] as Task<HandbookQuestion>[] };
-  const seen = new Set<string>();
-  for (let tries = 0; (out.train.length < numTrain || out.test.length < numTest) && tries < 200 * (numTrain + numTest); tries++) {
+  taskCount("numTestTasks", numTest, [4, 400]);
+  taskCount("numTrainTasks", numTrain, [10, 4000]);
+  const rng = worldStream(seed, "longdoc");
+  return drawSplit(numTrain, numTest, (): SplitCandidate<HandbookQuestion> => {
     const fs = rng.shuffle([...FACILITIES]).slice(0, FACILITY_PARAGRAPHS);
     const own = fs.map((facility) => {
       const staff = rng.pick(STAFF);
@@ -114,20 +105,19 @@ export function longdocTasks(seed: number, numTest = 120, numTrain = 1500): { tr
     const paragraphs: Paragraph[] = rng.shuffle<Omit<Paragraph, "id">>([...own, ...notices]).map((p, i) => ({ id: `p${i + 1}`, ...p }));
     const asked = rng.pick(paragraphs.filter((p) => p.kind === "facility"));
     const facility = asked.facilities[0];
-    const held = hash(`${seed}|${facility}|${asked.staff}|${paragraphs[0].text}`) % 5 === 0;
-    const split = held ? "test" : "train";
-    const sig = paragraphs.map((p) => p.text).join(" ") + facility;
-    if (out[split].length >= (held ? numTest : numTrain) || seen.has(sig)) continue;
-    seen.add(sig);
+    const held = fnv1a(`${seed}|${facility}|${asked.staff}|${paragraphs[0].text}`) % 5 === 0;
     const department = DEPARTMENT_OF[asked.staff!];
-    out[split].push({
-      id: `longdoc:${split}:${out[split].length}`,
-      question: questionText(facility),
-      answers: [department],
-      kind: "longdoc",
-      data: { paragraphs, facility, department, paragraph: asked.id },
-      meta: { paragraph: asked.id },
-    });
-  }
-  return out;
+    return {
+      held,
+      signature: paragraphs.map((p) => p.text).join(" ") + facility,
+      task: (split, i) => ({
+        id: `longdoc:${split}:${i}`,
+        question: questionText(facility),
+        answers: [department],
+        kind: "longdoc",
+        data: { paragraphs, facility, department, paragraph: asked.id },
+        meta: { paragraph: asked.id },
+      }),
+    };
+  });
 }

@@ -4,11 +4,7 @@
  */
 export {
   researchRecipe,
-  buildResearch,
-  researchOptions,
   researchState,
-  researchUserMessage,
-  counterfactualSeed,
   ResearchOptions,
   RESEARCH_DEFAULT_OPTIONS,
   RESEARCH_INSTRUCTIONS,

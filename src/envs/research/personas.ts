@@ -21,8 +21,9 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Action, Turn } from "../../core/types.ts";
-import type { Protocol } from "../../protocol/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import { executedCalls } from "../../env/history.ts";
+import { scriptedPersonaTurn } from "../../env/defineToolRecipe.ts";
+import type { TurnContext } from "../../env/episode.ts";
 import { NOTES_ANSWER } from "./grader.ts";
 import { REASON_STAGE, REASONS, type Reason, type ResearchDoc, type ResearchQuestion, type Stage } from "./world.ts";
 
@@ -70,13 +71,7 @@ interface Seen {
 }
 
 function seenCalls(history: readonly Turn[]): Seen[] {
-  const out: Seen[] = [];
-  for (const t of history) {
-    if (t.action.type !== "tool_call" || t.toolResults === undefined) continue;
-    const calls = t.action.calls;
-    t.toolResults.forEach((r, i) => out.push({ name: r.name, args: calls[i]?.arguments ?? {}, text: r.ok && typeof r.value === "string" ? r.value : undefined }));
-  }
-  return out;
+  return executedCalls(history).map((c) => ({ name: c.name, args: c.args, text: c.ok && typeof c.value === "string" ? c.value : undefined }));
 }
 
 const call = (name: string, args: Record<string, unknown>): Action => ({ type: "tool_call", calls: [{ name, arguments: args }] });
@@ -155,12 +150,7 @@ function answerFrom(stageText: ReadonlyMap<Stage, { id: string; text: string }>,
 }
 
 /**
- * The text `persona` writes for the turn `ctx`, in `protocol`'s format (`protocol.format(personaAction(…))`).
+ * The text `persona` writes for the turn `ctx`, in `protocol`'s format.
  * @throws Error naming the allowed personas when `persona` is not one of `RESEARCH_PERSONAS`
  */
-export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "history" | "seed" | "turnIndex">, protocol: Protocol): string {
-  if (!(RESEARCH_PERSONAS as readonly string[]).includes(persona)) {
-    throw new Error(`research: unknown persona "${persona}"; allowed: ${RESEARCH_PERSONAS.join(", ")}`);
-  }
-  return protocol.format(personaAction(persona as ResearchPersona, ctx));
-}
+export const scriptedTurn = scriptedPersonaTurn("research", RESEARCH_PERSONAS, personaAction);

@@ -31,6 +31,7 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Task } from "../../core/types.ts";
+import { worldStream } from "../../env/world.ts";
 
 /** The reason labels, in answer order (the order the careful persona lists them). */
 export const REASONS = [
@@ -145,13 +146,6 @@ export interface ResearchQuestion {
   evidence: Record<string, string>;
 }
 
-/** A stream of the world's randomness per purpose (FNV-1a of the purpose mixed with the seed). */
-function stream(seed: number, purpose: string): Rng {
-  let h = 0x811c9dc5;
-  for (const ch of purpose) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return new Rng((h ^ Math.imul(Math.trunc(seed) >>> 0, 0x9e3779b1)) >>> 0);
-}
-
 /** The id of a company's (or sector's) document of `kind` (`red-falcon-call`, `retail-news`, `red-falcon-filing-prior`). */
 export function docId(base: string, kind: ResearchDoc["kind"]): string {
   return `${base}-${kind}`;
@@ -198,7 +192,7 @@ export function scopeDocs(world: ResearchWorld, company: string): ResearchDoc[] 
 /** The companies: every first word × second word (150), each with a seeded sector (25 per sector). */
 function companies(seed: number): Company[] {
   const names = FIRST_WORDS.flatMap((a) => SECOND_WORDS.map((b) => `${a} ${b}`));
-  const sectors = stream(seed, "sectors").shuffle(names.map((_, i) => SECTORS[i % SECTORS.length]));
+  const sectors = worldStream(seed, "sectors").shuffle(names.map((_, i) => SECTORS[i % SECTORS.length]));
   return names.map((name, i) => ({ name, base: name.replace(/ /g, "-"), sector: sectors[i] }));
 }
 
@@ -336,7 +330,7 @@ function sectorDocs(s: Sector, reasons: readonly Reason[], rng: Rng): ResearchDo
 
 /** Draws every value of a world over the fixed companies. */
 function drawWorld(seed: number, purpose: string, cos: Company[]): ResearchWorld {
-  const rng = stream(seed, `${purpose}:values`);
+  const rng = worldStream(seed, `${purpose}:values`);
   const industry = {} as Record<Sector, Reason[]>;
   for (const s of SECTORS) industry[s] = drawSome(rng, ["demand_drop", "supply_disruption", "currency"] as const, P_INDUSTRY, MAX_PER_DOC);
   const revenueChange: Record<string, number> = {};
@@ -442,7 +436,7 @@ export const TRAIN_PHRASINGS = PHRASINGS.length - 1;
 export function researchTasks(world: ResearchWorld, numTestTasks = 50): { train: Task<ResearchQuestion>[]; test: Task<ResearchQuestion>[] } {
   const max = 50;
   if (!Number.isInteger(numTestTasks) || numTestTasks < 2 || numTestTasks > max) throw new Error(`numTestTasks must be an integer in [2, ${max}], got ${numTestTasks}`);
-  const rng = stream(world.seed, "tasks");
+  const rng = worldStream(world.seed, "tasks");
   const order = rng.shuffle(world.companies.map((_, i) => i));
   // Greedy: a company goes to test only while each of its words keeps ≥ 2 training companies.
   const trainUses = new Map<string, number>();

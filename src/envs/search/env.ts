@@ -4,24 +4,15 @@
  */
 import { z } from "zod";
 import { searchQuery, type Passage, type StepResult, type Task } from "../../core/types.ts";
-import {
-  INFORMATION_CLOSE,
-  INVALID_ACTION_OBSERVATION,
-  formatPassages,
-  informationObservation,
-  parseSearchR1Action,
-} from "../../env/searchR1.ts";
+import { INFORMATION_CLOSE, INVALID_ACTION_OBSERVATION, formatPassages, informationObservation, parseSearchR1Action } from "../../protocol/searchR1.ts";
 import { validateFaultOptions, withFaults, type FaultOptions } from "../../env/faults.ts";
 import { callTool, tool, ToolLimiter, type Tool } from "../../env/tool.ts";
 import type { Env, EnvFactory, EpisodeInfo } from "../../env/types.ts";
 import type { ToolCallSettings } from "../../env/toolEnv.ts";
 import { BM25Index } from "../../retrieval/bm25.ts";
 import { loadCorpus } from "../../retrieval/corpus.ts";
+import type { Retriever } from "../../retrieval/retriever.ts";
 
-/** Anything that returns the `topK` best passages for a query, best first (BM25Index, a remote retriever…). */
-export interface Retriever {
-  search(query: string, topK: number): Passage[] | Promise<Passage[]>;
-}
 
 /**
  * Config of `SearchEnv`.

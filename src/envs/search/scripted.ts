@@ -7,7 +7,8 @@
  */
 import { Rng } from "../../core/rng.ts";
 import { searchQuery, type Passage, type Task } from "../../core/types.ts";
-import type { ScriptedTurn, TurnContext } from "../../rollout/agent.ts";
+import type { ScriptedTurn } from "../../rollout/agent.ts";
+import type { TurnContext } from "../../env/episode.ts";
 
 /** The personas and what they do. */
 export const PERSONAS = ["careful", "overSearcher", "guesser", "poorQuery"] as const;

@@ -4,8 +4,6 @@
  */
 export {
   summarizeRecipe,
-  buildSummarize,
-  summarizeOptions,
   shortSummaryRate,
   summaryPaddingRate,
   unsupportedClaimRate,

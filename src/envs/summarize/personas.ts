@@ -9,8 +9,8 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Action } from "../../core/types.ts";
-import type { Protocol } from "../../protocol/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import { scriptedPersonaTurn } from "../../env/defineToolRecipe.ts";
+import type { TurnContext } from "../../env/episode.ts";
 import { canonicalOrder, CATEGORY_OF, clauseOf, keyFacts, SECTOR_OF, SECTORS, summaryOf, type SourceDoc } from "./world.ts";
 
 /** The personas. */
@@ -54,7 +54,4 @@ export function personaAction(persona: SummarizePersona, ctx: Pick<TurnContext, 
  * The text `persona` writes for the turn `ctx`, in `protocol`'s format.
  * @throws Error naming the allowed personas when `persona` is not one of `SUMMARIZE_PERSONAS`
  */
-export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "seed">, protocol: Protocol): string {
-  if (!(SUMMARIZE_PERSONAS as readonly string[]).includes(persona)) throw new Error(`summarize: unknown persona "${persona}"; allowed: ${SUMMARIZE_PERSONAS.join(", ")}`);
-  return protocol.format(personaAction(persona as SummarizePersona, ctx));
-}
+export const scriptedTurn = scriptedPersonaTurn("summarize", SUMMARIZE_PERSONAS, personaAction);

@@ -23,6 +23,7 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Task } from "../../core/types.ts";
+import { drawSplit, fnv1a, taskCount, worldStream, type SplitCandidate } from "../../env/world.ts";
 
 /** Subjects of facts. */
 export const SUBJECTS = ["factory", "mayor", "bank", "port", "union", "school", "airline", "hospital", "museum", "league", "council", "startup"] as const;
@@ -111,13 +112,6 @@ export interface SourceDoc {
   text: string;
 }
 
-/** 32-bit FNV-1a of a string. */
-function hash(s: string): number {
-  let h = 0x811c9dc5;
-  for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return h;
-}
-
 /** The key facts of a document, in source order. */
 export function keyFacts(doc: SourceDoc): Fact[] {
   return doc.facts.filter((f) => f.key);
@@ -167,12 +161,10 @@ export function assignSubjects(events: readonly string[], rng: Rng): string[] | 
  */
 export function summarizeTasks(seed: number, numTest = 120, numTrain = 1500): { train: Task<SourceDoc>[]; test: Task<SourceDoc>[] } {
   if (!Number.isInteger(seed)) throw new Error(`summarize world: seed must be an integer, got ${seed}`);
-  if (!Number.isInteger(numTest) || numTest < 4 || numTest > 400) throw new Error(`numTestTasks must be an integer in [4, 400], got ${numTest}`);
-  if (!Number.isInteger(numTrain) || numTrain < 10 || numTrain > 20000) throw new Error(`numTrainTasks must be an integer in [10, 20000], got ${numTrain}`);
-  const rng = new Rng((hash("summarize") ^ Math.imul(seed >>> 0, 0x9e3779b1)) >>> 0);
-  const out = { train: [] as Task<SourceDoc>[], test: [] as Task<SourceDoc>[] };
-  const seen = new Set<string>();
-  for (let tries = 0; (out.train.length < numTrain || out.test.length < numTest) && tries < 200 * (numTrain + numTest); tries++) {
+  taskCount("numTestTasks", numTest, [4, 400]);
+  taskCount("numTrainTasks", numTrain, [10, 20000]);
+  const rng = worldStream(seed, "summarize");
+  return drawSplit(numTrain, numTest, (): SplitCandidate<SourceDoc> | undefined => {
     const n = 4 + rng.int(3);
     const nKey = 1 + rng.int(3);
     // Events drawn without replacement: a category names one fact of the brief, so the canonical order has no ties.
@@ -181,16 +173,13 @@ export function summarizeTasks(seed: number, numTest = 120, numTrain = 1500): { 
     // towards few facts (more events are harder to place), and the key-fact counts with them.
     let subjects: string[] | undefined;
     for (let a = 0; a < 50 && subjects === undefined; a++) subjects = assignSubjects(events, rng);
-    if (subjects === undefined) continue;
+    if (subjects === undefined) return undefined;
     const facts: Fact[] = rng.shuffle(events.map((event, i) => ({ subject: subjects[i], event, key: i < nKey })));
     const text = facts.map((f) => `the ${f.subject} ${f.event} ${rng.pick(TAILS)} .`).join(" ");
     const k = facts.find((f) => f.key)!;
-    const held = hash(`${seed}|${k.subject} ${k.event}|${facts[0].subject} ${facts[0].event}|${facts[1].subject}`) % 5 === 0;
-    const split = held ? "test" : "train";
-    if (out[split].length >= (held ? numTest : numTrain) || seen.has(text)) continue;
-    seen.add(text);
+    const held = fnv1a(`${seed}|${k.subject} ${k.event}|${facts[0].subject} ${facts[0].event}|${facts[1].subject}`) % 5 === 0;
     const doc: SourceDoc = { facts, text };
-    out[split].push({ id: `summarize:${split}:${out[split].length}`, question: text, answers: [summaryOf(keyFacts(doc))], kind: "summarize", data: doc, meta: { facts: String(n), key: String(nKey) } });
-  }
-  return out;
+    const task = (split: "train" | "test", i: number): Task<SourceDoc> => ({ id: `summarize:${split}:${i}`, question: text, answers: [summaryOf(keyFacts(doc))], kind: "summarize", data: doc, meta: { facts: String(n), key: String(nKey) } });
+    return { held, signature: text, task };
+  });
 }

@@ -20,7 +20,8 @@
  * - `decision/v_stop`: a booking succeeded → 1 when no call followed the first successful booking (`stopped`);
  * - `success` (score = 1), `calls` (executed tool calls), `failed_calls` (errors and empty search results).
  */
-import type { Trajectory, Turn } from "../../core/types.ts";
+import type { Trajectory } from "../../core/types.ts";
+import { executedCalls } from "../../env/history.ts";
 import { normCode, normName } from "./tools.ts";
 import type { TravelRequest } from "./world.ts";
 
@@ -35,26 +36,6 @@ export const TRAVEL_BREAKDOWN_LABELS: Readonly<Record<string, string>> = {
   calls: "tool calls per episode",
   failed_calls: "failed calls per episode",
 };
-
-/** One executed call of a turn: its name, arguments and result. */
-interface ExecutedCall {
-  turn: number;
-  name: string;
-  args: Record<string, unknown>;
-  ok: boolean;
-  value: unknown;
-}
-
-/** Every executed call of the trajectory, in order (a turn's action calls paired with its tool results). */
-function executedCalls(turns: readonly Turn[]): ExecutedCall[] {
-  const out: ExecutedCall[] = [];
-  turns.forEach((t, turn) => {
-    if (t.action.type !== "tool_call" || t.toolResults === undefined) return;
-    const calls = t.action.calls;
-    t.toolResults.forEach((r, i) => out.push({ turn, name: r.name, args: calls[i]?.arguments ?? {}, ok: r.ok, value: r.value }));
-  });
-  return out;
-}
 
 /** True when a call failed: an error, or a search that returned nothing. */
 export function callFailed(c: { name: string; ok: boolean; value?: unknown }): boolean {

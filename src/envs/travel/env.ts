@@ -2,15 +2,13 @@
  * The travel assistant env as a recipe (`EnvRecipe`): book the cheapest flight of a request and a hotel near its
  * arrival airport, with the tools of `./tools.ts` over the world of `./world.ts`, graded by `./grader.ts`, measured
  * decision by decision by `./decisions.ts`, warm-started from the scripted personas of `./personas.ts`.
- * Built with `toolEnv` (`src/env/toolEnv.ts`) in the `hermes` (default) or `react` protocol.
+ * Built with `defineToolRecipe` (`src/env/defineToolRecipe.ts`) in the `hermes` (default) or `react` protocol.
  */
-import { counterfactualWorldSeed, parseEnvOptions } from "../../env/options.ts";
 import { z } from "zod";
-import type { Action, Task, ToolCallResult } from "../../core/types.ts";
-import type { EnvRecipe, RecipeContext, RecipeInstance } from "../../env/recipe.ts";
-import { toolJsonSchema, type Tool } from "../../env/tool.ts";
-import { toolEnv } from "../../env/toolEnv.ts";
-import { getProtocol } from "../../protocol/index.ts";
+import type { Action, Task } from "../../core/types.ts";
+import { defineToolRecipe, taskOptionFields } from "../../env/defineToolRecipe.ts";
+import { failureTexts, toolError } from "../../env/failureTexts.ts";
+import type { EnvRecipe } from "../../env/recipe.ts";
 import type { Protocol } from "../../protocol/types.ts";
 import { travelBreakdown, TRAVEL_BREAKDOWN_LABELS } from "./decisions.ts";
 import { gradeTravel } from "./grader.ts";
@@ -43,13 +41,7 @@ import {
  * - `numTestTasks`: held-out tasks (integer in [2, 362]); default 60;
  * - `worldSeed`: seed of the real world (integer); default the run's seed.
  */
-export const TravelOptions = z
-  .object({
-    failureRate: z.number().min(0).max(1).optional(),
-    numTestTasks: z.number().int().min(2).max(362).optional(),
-    worldSeed: z.number().int().optional(),
-  })
-  .strict();
+export const TravelOptions = z.object({ failureRate: z.number().min(0).max(1).optional(), ...taskOptionFields([2, 362]) }).strict();
 
 /** Defaults of `TravelOptions`. */
 export const TRAVEL_DEFAULT_OPTIONS = { failureRate: 0.15, numTestTasks: 60 } as const;
@@ -60,19 +52,6 @@ export const TRAVEL_LATENCY_MS: Readonly<Record<string, number>> = { get_airport
 /** The system prompt's text before the protocol's tool section. */
 export const TRAVEL_INSTRUCTIONS =
   "book the cheapest flight and a hotel near its arrival airport , rated as asked ( well-rated : 4 ) , late yes after a +1 arrival . retry failed calls .";
-
-/** Seed of counterfactual world `k` of a run (k ≥ 1). */
-export function counterfactualSeed(runSeed: number, k: number): number {
-  return counterfactualWorldSeed(runSeed, k, 17);
-}
-
-/**
- * Reads `ctx.options`. @throws Error `env.options.<field>: <message>` (every bad field, `; `-joined); unknown fields
- *   are named with the allowed ones
- */
-export function travelOptions(options: Record<string, unknown>): { failureRate: number; numTestTasks: number; worldSeed?: number } {
-  return parseEnvOptions(TravelOptions, options, TRAVEL_DEFAULT_OPTIONS);
-}
 
 /** Every text the env shows or the personas write for `world`'s entities (tool results, errors, answers). */
 function worldTexts(world: TravelWorld, protocol: Protocol): string[] {
@@ -104,10 +83,7 @@ function worldTexts(world: TravelWorld, protocol: Protocol): string[] {
     'date must be yyyy-mm-dd, got "x"',
     "from and to are the same city",
   ];
-  const results: ToolCallResult[] = TRAVEL_TOOL_NAMES.flatMap((name) =>
-    errors.map((e) => ({ name, ok: false, content: `error: tool ${name}: ${e}`, errorKind: "error" as const })),
-  );
-  out.push(...results.map((r) => protocol.observation([r]).text));
+  out.push(...TRAVEL_TOOL_NAMES.flatMap((name) => errors.map((e) => protocol.observation([toolError(name, e)]).text)));
   out.push(
     protocol.invalidObservation("tool call: malformed JSON in the arguments"),
     `error: tool search_hotels: invalid input: min_rating: Invalid input: expected string, received number`,
@@ -133,143 +109,6 @@ function actionTexts(task: Task<TravelRequest>, world: TravelWorld, protocol: Pr
   return actions.map((a) => protocol.format(a));
 }
 
-/** Malformed turns (hermes- and react-shaped) whose parse reasons the invalid observations show. */
-const MALFORMED_TURNS: readonly string[] = [
-  "",
-  "hello",
-  "<tool_call>",
-  "</tool_call>",
-  "<think> x",
-  "<tool_call> <tool_call> </tool_call>",
-  "<tool_call>\n[1]\n</tool_call>",
-  '<tool_call>\n{"name": ""}\n</tool_call>',
-  '<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>',
-  '<tool_call>\n{"name": "book"}\n</tool_call>',
-  '<tool_call>\n{"name": "book", "arguments": "x"}\n</tool_call>',
-  '<tool_call>\n{"name": "book", "arguments": []}\n</tool_call>',
-  '<tool_call>\n{"name": "book", "arguments": {}}\n</tool_call> x',
-  '<tool_call>\n{"name": "book", "arguments": {}}\n</tool_call> x <tool_call>\n{"name": "book", "arguments": {}}\n</tool_call>',
-  '<tool_call>\n{"name": "book", "arguments": {}}\n</tool_call><tool_call>\n{"name": "book", "arguments": {}}\n</tool_call>',
-  '<tool_call>\n{"name": "book", "arguments": {"flight_id": mu 5}}\n</tool_call>',
-  '<tool_call>\n{"name": "book" "arguments": {}}\n</tool_call>',
-  "<tool_call>\n{name}\n</tool_call>",
-  '<tool_call>\n{"a": 1,}\n</tool_call>',
-  '<tool_call>\n{"a": "b\n</tool_call>',
-  '<tool_call>\n{"a": 0 1}\n</tool_call>',
-  "<tool_call>\n{\n</tool_call>",
-  "Action: book",
-  "Action Input: {}",
-  "Action: book\nAction Input: x",
-  'Action: book\nAction Input: {"a"',
-  'Action: book\nAction Input: {"a": 1,}',
-  "Action: book\nAction Input: {} tail",
-  "Action: a\nAction: b\nAction Input: {}",
-  "Action:\nAction Input: {}",
-  "Action Input: {}\nAction: book",
-  "Action: x\nAction Input: {}",
-  "Action: book\nAction Input: {}\nAction Input: {}",
-  "Final Answer:",
-  "Action: x\nFinal Answer: y",
-  "Action Input: {}\nFinal Answer: y",
-];
-
-/** Generic tool-call failures of `callTool` and `withFaults` (timeouts, caps, injected faults), as error texts. */
-const GENERIC_ERRORS: readonly string[] = [
-  "timed out after 10000 ms",
-  "no free slot within 10000 ms (maxConcurrency 4)",
-  "episode deadline reached",
-  "invalid output: not JSON-serialisable (undefined)",
-  "invalid output: binary data (a NUL or unpaired surrogate)",
-  "output of 10000000 chars exceeds the cap of 100000 chars",
-  "injected fault: fail (retryable), attempt 0",
-  "injected fault: fail, attempt 1",
-  "injected fault: hang (aborted)",
-  "(after 2 attempts)",
-];
-
-/**
- * The texts of every failure the env can show besides its tools' own errors: the protocol's invalid observations
- * (the reasons of `MALFORMED_TURNS`), schema errors of each tool (missing arguments, a number for a string) and
- * generic call failures.
- */
-function failureTexts(protocol: Protocol, tools: readonly Tool[]): string[] {
-  const schemas = tools.map(toolJsonSchema);
-  const out: string[] = [];
-  for (const text of MALFORMED_TURNS) {
-    const a = protocol.parse(text, { tools: schemas, maxCallsPerTurn: 1 });
-    if (a.type === "invalid") out.push(protocol.invalidObservation(a.reason));
-  }
-  for (const t of tools) {
-    for (const bad of [{}, Object.fromEntries(Object.keys(schemas.find((x) => x.name === t.name)!.parameters.properties as object).map((k) => [k, 4]))]) {
-      const r = t.inputSchema.safeParse(bad);
-      if (!r.success) out.push(`error: tool ${t.name}: invalid input: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
-    }
-    out.push(...GENERIC_ERRORS.map((e) => `error: tool ${t.name}: ${e}`));
-  }
-  return out;
-}
-
-/** Builds the travel recipe's instance (see `travelRecipe`). @throws Error naming `env.options.<field>` on a bad option */
-export function buildTravel(ctx: RecipeContext): RecipeInstance<TravelRequest> {
-  const opts = travelOptions(ctx.options);
-  const protocol = getProtocol(ctx.protocol);
-  const world = buildTravelWorld(opts.worldSeed ?? ctx.seed);
-  const { train, test } = travelTasks(world, opts.numTestTasks);
-  const worlds = new Map<number, TravelWorld>([[0, world]]);
-  const worldK = (k: number): TravelWorld => {
-    if (!Number.isInteger(k) || k < 0) throw new Error(`travel: world index must be an integer ≥ 0, got ${k}`);
-    let w = worlds.get(k);
-    if (w === undefined) worlds.set(k, (w = counterfactualTravelWorld(world, counterfactualSeed(ctx.seed, k))));
-    return w;
-  };
-  const sampleTools = travelTools(world, { bookings: [] });
-  const schemas = sampleTools.map(toolJsonSchema);
-  const system = protocol.system(schemas, TRAVEL_INSTRUCTIONS);
-  return {
-    train,
-    test,
-    makeEnv(k, options = {}) {
-      const w = worldK(k);
-      const faults = options.faults === false ? undefined : ctx.faults;
-      return toolEnv<TravelRequest, TravelState>({
-        protocol,
-        instructions: TRAVEL_INSTRUCTIONS,
-        user: travelUserMessage,
-        reset: () => ({ bookings: [] }),
-        tools: (state) => travelTools(w, state, { failureRate: opts.failureRate }),
-        grade: (input) => gradeTravel(w, input),
-        maxTurns: ctx.maxTurns,
-        maxCallsPerTurn: 1,
-        call: ctx.call,
-        ...(faults === undefined ? {} : { faults }),
-        latencyMs: { ...TRAVEL_LATENCY_MS },
-        formatResult: formatTravelResult,
-      });
-    },
-    texts: () => [
-      // The system prompt is the same for every task: one whole prompt, then every task's user message.
-      protocol.prompt(system, travelUserMessage(train[0])),
-      ...[...train, ...test].map(travelUserMessage),
-      ...[...train, ...test].flatMap((t) => actionTexts(t, world, protocol)),
-      ...worldTexts(world, protocol),
-      ...worldTexts(worldK(1), protocol),
-      ...failureTexts(protocol, sampleTools),
-    ],
-    // The instructions + the protocol's tool section (≈ 450 word tokens, the same in every episode) are one token
-    // of the embedded word vocabulary; the text every episode shows is unchanged.
-    fixedPrompts: () => [system],
-    personas: { ...TRAVEL_PERSONA_WEIGHTS },
-    baselinePersona: "careful",
-    scriptedTurn: (persona, turn) => scriptedTurn(persona, turn, protocol),
-    breakdown: travelBreakdown,
-    breakdownLabels: { ...TRAVEL_BREAKDOWN_LABELS },
-    describe: () =>
-      `${world.cities.length} cities (${world.cities.filter((c) => c.airports.length === 2).length} with two airports), ` +
-      `${world.flights.length} flights, ${world.hotels.length} hotels; tools ${TRAVEL_TOOL_NAMES.join(", ")}; ` +
-      `failure rate ${opts.failureRate}`,
-  };
-}
-
 /**
  * The travel recipe: `arl train --env travel`. Defaults sized from the token measurements of the README (hermes, the
  * fixed system prompt as one token): context window 768 (every demonstration measured, max 655), micro-batches of
@@ -277,11 +116,10 @@ export function buildTravel(ctx: RecipeContext): RecipeInstance<TravelRequest> {
  * tokens, turns ≤ 64 tokens, the `tool-env` reward preset; the training budget fits `arl train --env travel` in
  * ≈ 20 minutes on 2 cores (README).
  */
-export const travelRecipe: EnvRecipe<TravelRequest> = {
+export const travelRecipe: EnvRecipe<TravelRequest> = defineToolRecipe({
   name: "travel",
   description: "Travel assistant: book the cheapest flight and a hotel near its arrival airport (4 tools, flaky API); graded booking",
-  protocols: ["hermes", "react"],
-  tools: TRAVEL_TOOL_NAMES,
+  toolNames: TRAVEL_TOOL_NAMES,
   defaults: {
     "policy.contextLength": "768",
     "policy.microBatchTokens": "1536",
@@ -297,15 +135,31 @@ export const travelRecipe: EnvRecipe<TravelRequest> = {
     "rl.groupSize": "8",
     "eval.maxTasks": "60",
   },
-  smoke: {
-    "policy.dModel": "32",
-    "policy.nLayers": "1",
-    "policy.nHeads": "2",
-    "sft.steps": "20",
-    "rl.steps": "2",
-    "rl.tasksPerStep": "2",
-    "rl.groupSize": "2",
-    "eval.maxTasks": "4",
-  },
-  build: buildTravel,
-};
+  options: { schema: TravelOptions, defaults: TRAVEL_DEFAULT_OPTIONS },
+  world: buildTravelWorld,
+  counterfactual: (real, { seed }) => counterfactualTravelWorld(real, seed),
+  counterfactualSalt: 17,
+  tasks: ({ world, options: o }) => travelTasks(world, o.numTestTasks),
+  instructions: TRAVEL_INSTRUCTIONS,
+  user: travelUserMessage,
+  reset: (): TravelState => ({ bookings: [] }),
+  tools: ({ world, state, options: o }) => travelTools(world, state, { failureRate: o.failureRate }),
+  grade: (input, { world }) => gradeTravel(world, input),
+  latencyMs: TRAVEL_LATENCY_MS,
+  formatResult: formatTravelResult,
+  personas: TRAVEL_PERSONA_WEIGHTS,
+  scriptedTurn,
+  breakdown: travelBreakdown,
+  breakdownLabels: TRAVEL_BREAKDOWN_LABELS,
+  texts: (b) => [
+    ...b.promptTexts(),
+    ...[...b.train, ...b.test].flatMap((t) => actionTexts(t, b.world, b.protocol)),
+    ...worldTexts(b.world, b.protocol),
+    ...worldTexts(b.worldAt(1), b.protocol),
+    ...failureTexts(b.protocol, b.tools, { malformed: { tool: "book", badArgument: '{"flight_id": mu 5}' } }),
+  ],
+  describe: ({ world, options: o }) =>
+    `${world.cities.length} cities (${world.cities.filter((c) => c.airports.length === 2).length} with two airports), ` +
+    `${world.flights.length} flights, ${world.hotels.length} hotels; tools ${TRAVEL_TOOL_NAMES.join(", ")}; ` +
+    `failure rate ${o.failureRate}`,
+});

@@ -2,7 +2,7 @@
  * The travel assistant env: world, tools, grader, decisions, personas and the recipe (`travelRecipe`,
  * `arl train --env travel`). See `README.md` in this folder.
  */
-export { travelRecipe, buildTravel, travelOptions, TravelOptions, TRAVEL_DEFAULT_OPTIONS, TRAVEL_INSTRUCTIONS, TRAVEL_LATENCY_MS, counterfactualSeed } from "./env.ts";
+export { travelRecipe, TravelOptions, TRAVEL_DEFAULT_OPTIONS, TRAVEL_INSTRUCTIONS, TRAVEL_LATENCY_MS } from "./env.ts";
 export { travelBreakdown, callFailed, TRAVEL_BREAKDOWN_LABELS } from "./decisions.ts";
 export { gradeTravel, firstBookingTurn, SCORE_PARTS } from "./grader.ts";
 export { personaAction, scriptedTurn, confirmation, GIVE_UP_ANSWER, HABIT_RATES, TRAVEL_PERSONAS, TRAVEL_PERSONA_WEIGHTS, type TravelPersona } from "./personas.ts";

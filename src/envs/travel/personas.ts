@@ -13,9 +13,10 @@
  * (`ctx.history[k].toolResults`). Protocol-independent: `personaAction` gives the action, `scriptedTurn` its text.
  */
 import { Rng } from "../../core/rng.ts";
-import type { Action, ToolCall, Turn } from "../../core/types.ts";
-import type { Protocol } from "../../protocol/types.ts";
-import type { TurnContext } from "../../rollout/agent.ts";
+import type { Action, ToolCall } from "../../core/types.ts";
+import { executedCalls, type ExecutedCall } from "../../env/history.ts";
+import { scriptedPersonaTurn } from "../../env/defineToolRecipe.ts";
+import type { TurnContext } from "../../env/episode.ts";
 import { callFailed } from "./decisions.ts";
 import type { AirportsView, BookingView, FlightView, HotelView } from "./tools.ts";
 import type { TravelRequest } from "./world.ts";
@@ -106,29 +107,11 @@ function plan(persona: TravelPersona, req: TravelRequest, rng: Rng): Plan {
   return p;
 }
 
-/** One executed call seen in the history. */
-interface Seen {
-  name: string;
-  args: Record<string, unknown>;
-  ok: boolean;
-  value: unknown;
-}
-
-function seenCalls(history: readonly Turn[]): Seen[] {
-  const out: Seen[] = [];
-  for (const t of history) {
-    if (t.action.type !== "tool_call" || t.toolResults === undefined) continue;
-    const calls = t.action.calls;
-    t.toolResults.forEach((r, i) => out.push({ name: r.name, args: calls[i]?.arguments ?? {}, ok: r.ok, value: r.value }));
-  }
-  return out;
-}
-
 const call = (name: string, args: Record<string, unknown>): Action => ({ type: "tool_call", calls: [{ name, arguments: args } satisfies ToolCall] });
 const answer = (text: string): Action => ({ type: "answer", answer: text });
 
 /** The last successful, non-empty result of tool `name` at or after index `from`, or undefined. */
-function lastGood(calls: readonly Seen[], name: string, from = 0): { i: number; c: Seen } | undefined {
+function lastGood(calls: readonly ExecutedCall[], name: string, from = 0): { i: number; c: ExecutedCall } | undefined {
   for (let i = calls.length - 1; i >= from; i--) {
     const c = calls[i];
     if (c.name === name && !callFailed(c)) return { i, c };
@@ -150,7 +133,7 @@ export function personaAction(persona: TravelPersona, ctx: Pick<TurnContext, "ta
   // One generator per episode: the seed of turn i is the episode's seed + i.
   const rng = new Rng(ctx.seed - ctx.turnIndex);
   const p = plan(persona, req, rng);
-  const calls = seenCalls(ctx.history);
+  const calls = executedCalls(ctx.history);
 
   const firstBook = calls.findIndex((c) => c.name === "book" && c.ok);
   if (firstBook >= 0) {
@@ -189,12 +172,7 @@ export function personaAction(persona: TravelPersona, ctx: Pick<TurnContext, "ta
 }
 
 /**
- * The text `persona` writes for the turn `ctx`, in `protocol`'s format (`protocol.format(personaAction(…))`).
+ * The text `persona` writes for the turn `ctx`, in `protocol`'s format.
  * @throws Error naming the allowed personas when `persona` is not one of `TRAVEL_PERSONAS`
  */
-export function scriptedTurn(persona: string, ctx: Pick<TurnContext, "task" | "history" | "seed" | "turnIndex">, protocol: Protocol): string {
-  if (!(TRAVEL_PERSONAS as readonly string[]).includes(persona)) {
-    throw new Error(`travel: unknown persona "${persona}"; allowed: ${TRAVEL_PERSONAS.join(", ")}`);
-  }
-  return protocol.format(personaAction(persona as TravelPersona, ctx));
-}
+export const scriptedTurn = scriptedPersonaTurn("travel", TRAVEL_PERSONAS, personaAction);

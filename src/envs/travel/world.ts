@@ -19,6 +19,7 @@
  */
 import { Rng } from "../../core/rng.ts";
 import type { Task } from "../../core/types.ts";
+import { worldStream } from "../../env/world.ts";
 
 /** A city and its airports' codes; the first airport is the one `get_airports` lists first (the "main" one). */
 export interface City {
@@ -136,13 +137,6 @@ const AIRLINES = ["mu", "ca", "cz", "jl", "nh", "ba", "aa", "dl", "ua", "af", "k
 const HOTEL_FIRST = ["aurora", "harbor", "skyline", "garden", "royal", "metro", "lotus", "cedar", "summit", "river", "palm", "maple", "pearl", "orchid"];
 const HOTEL_LAST = ["inn", "hotel", "suites", "lodge", "plaza", "stay"];
 
-/** A stream of the world's randomness per purpose (FNV-1a of the purpose mixed with the seed). */
-function stream(seed: number, purpose: string): Rng {
-  let h = 0x811c9dc5;
-  for (const ch of purpose) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-  return new Rng((h ^ Math.imul(Math.trunc(seed) >>> 0, 0x9e3779b1)) >>> 0);
-}
-
 /** A uniform integer in [lo, hi] in steps of `step`. */
 function between(rng: Rng, lo: number, hi: number, step = 1): number {
   return lo + step * rng.int(Math.floor((hi - lo) / step) + 1);
@@ -169,7 +163,7 @@ interface Skeleton {
 }
 
 function skeleton(seed: number): Skeleton {
-  const rng = stream(seed, "ids");
+  const rng = worldStream(seed, "ids");
   const used = new Set<string>();
   const routeDates = allRoutes().length * 2;
   const flightIds: string[][] = [];
@@ -197,8 +191,12 @@ function skeleton(seed: number): Skeleton {
   return { flightIds, hotels };
 }
 
-/** The flights of one route-date from its ids; `late`: whether the cheapest lands after midnight. */
-function drawFlights(rng: Rng, ids: readonly string[], from: City, to: City, date: string, late: boolean): Flight[] {
+/**
+ * The flights of one route-date (`from` → `to` on `date`) from their ids; `late`: whether the cheapest lands after
+ * midnight.
+ */
+function drawFlights(rng: Rng, ids: readonly string[], route: { from: City; to: City; date: string; late: boolean }): Flight[] {
+  const { from, to, date, late } = route;
   const prices = distinctSorted(rng, ids.length, 180, 1490, 10);
   // Which slot is the cheapest is drawn, so the id order says nothing about the price order.
   const order = rng.shuffle(ids.map((_, i) => i));
@@ -265,17 +263,17 @@ function drawHotels(rng: Rng, slots: Skeleton["hotels"], city: City): Hotel[] {
 
 /** Draws every value of a world over a skeleton. */
 function drawWorld(seed: number, sk: Skeleton, purpose: string): TravelWorld {
-  const rng = stream(seed, `${purpose}:values`);
+  const rng = worldStream(seed, `${purpose}:values`);
   const routes = allRoutes();
   const dates = [TODAY, TOMORROW];
   const n = routes.length * dates.length;
-  const lateSet = new Set(stream(seed, `${purpose}:late`).shuffle(Array.from({ length: n }, (_, i) => i)).slice(0, Math.round(LATE_SHARE * n)));
+  const lateSet = new Set(worldStream(seed, `${purpose}:late`).shuffle(Array.from({ length: n }, (_, i) => i)).slice(0, Math.round(LATE_SHARE * n)));
   const byName = new Map(CITIES.map((c) => [c.name, c]));
   const flights: Flight[] = [];
   routes.forEach(([a, b], r) => {
     dates.forEach((date, d) => {
       const i = r * dates.length + d;
-      flights.push(...drawFlights(rng, sk.flightIds[i], byName.get(a)!, byName.get(b)!, date, lateSet.has(i)));
+      flights.push(...drawFlights(rng, sk.flightIds[i], { from: byName.get(a)!, to: byName.get(b)!, date, late: lateSet.has(i) }));
     });
   });
   const hotels: Hotel[] = [];
@@ -390,7 +388,7 @@ export function travelTasks(world: TravelWorld, numTestTasks = 60): { train: Tas
     throw new Error(`numTestTasks must be an integer in [2, ${2 * routes.length - 2}], got ${numTestTasks}`);
   }
   const ix = worldIndex(world);
-  const rng = stream(world.seed, "tasks");
+  const rng = worldStream(world.seed, "tasks");
   const nTestRoutes = Math.ceil(numTestTasks / 2);
   const two = (r: [string, string]) => ix.city.get(r[1])!.airports.length === 2;
   const shuffled = rng.shuffle(routes.map((_, i) => i));

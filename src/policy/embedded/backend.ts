@@ -1,44 +1,25 @@
 /**
  * The embedded CPU training backend: a small GPT (see `gpt.ts`) trained in-process on jax-js (wasm), behind the
  * Tinker-shaped `TrainingBackend` interface. Forward+backward and Adam are each one jit-compiled program; batches
- * are padded to bucketed shapes so a run compiles only a handful of programs.
+ * are padded to bucketed shapes so a run compiles only a handful of programs (`batching.ts`). Beside it: the loss's
+ * setup (`lossPlan.ts`), the state a checkpoint holds (`state.ts`) and the `gae` value head (`value.ts`).
  */
 import { NonFiniteError, firstNonFinite } from "../../core/finite.ts";
 import type { Datum, Metrics } from "../../core/types.ts";
-import type {
-  AdamParams,
-  ForwardBackwardResult,
-  LossConfig,
-  LossFnName,
-  SamplingClient,
-  TrainingBackend,
-} from "../types.ts";
-import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts";
-import {
-  causalBias,
-  embedRows,
-  initParamData,
-  namedLeaves,
-  paramShapes,
-  paramsFromData,
-  resolveConfig,
-  scatterAddRows,
-  type GPTConfig,
-  type GPTParams,
-} from "./gpt.ts";
+import type { AdamParams, CriticHooks, ForwardBackwardResult, LossConfig, LossFnName, TrainingBackend, ValueHeadOptions } from "../../core/training.ts";
+import type { SamplingClient } from "../../core/sampling.ts";
+import { Batcher } from "./batching.ts";
+import { saveCheckpoint } from "./checkpoint.ts";
+import { initParamData, namedLeaves, paramsFromData, resolveConfig, scatterAddRows, type GPTConfig, type GPTParams } from "./gpt.ts";
 import { blockUntilReady, jit, numpy as np, tree } from "./jax.ts";
-import {
-  makeHiddenProgram,
-  makeLogprobProgram,
-  makeTrainProgram,
-  STAT,
-  STAT_COUNT,
-  type LogprobProgram,
-  type LossInputs,
-} from "./loss.ts";
+import { makeHiddenProgram, makeLogprobProgram, makeTrainProgram, STAT, STAT_COUNT, type LogprobProgram } from "./loss.ts";
+import { lossPlan } from "./lossPlan.ts";
 import { adamInit, adamStep, type AdamState } from "./optim.ts";
+import { nonFiniteLeaves, readState, stateTensors } from "./state.ts";
+import { valueHeadCritic } from "./value.ts";
 import { OnnxSampler, type OnnxSamplerOptions } from "../onnx/sampler.ts";
-import { BatchedSampler, EmbeddedSampler, type SamplerOptions, type WeightsSnapshot } from "./sampler.ts";
+import { BatchedSampler, type WeightsSnapshot } from "./batchedSampler.ts";
+import { EmbeddedSampler, type SamplerOptions } from "./sampler.ts";
 
 type Arr = np.Array;
 
@@ -74,27 +55,6 @@ export const SAMPLER_ENGINES: readonly SamplerEngine[] = ["jax", "onnx"];
 
 const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo"];
 
-/** Names (`params.<leaf>`, `adam.m.<leaf>`, `adam.v.<leaf>`) of the leaves holding a NaN/±Inf; reads each to the host. */
-async function nonFiniteLeaves(params: GPTParams, state: AdamState<GPTParams>): Promise<string[]> {
-  const out: string[] = [];
-  for (const [prefix, p] of [["params.", params], ["adam.m.", state.m], ["adam.v.", state.v]] as const) {
-    for (const [name, a] of namedLeaves(p)) if (firstNonFinite(await a.ref.data())) out.push(prefix + name);
-  }
-  return out;
-}
-
-/** The next power of two ≥ n (n ≥ 1). */
-export function nextPow2(n: number): number {
-  return 1 << Math.ceil(Math.log2(Math.max(1, n)));
-}
-
-/** A padded micro-batch: datum indices, padded length T and padded row count. */
-interface Chunk {
-  ids: number[];
-  T: number;
-  rows: number;
-}
-
 const addTrees = jit((a: GPTParams, b: GPTParams): GPTParams => tree.map((x: Arr, y: Arr) => x.add(y), a, b) as GPTParams);
 
 /**
@@ -113,15 +73,13 @@ export class EmbeddedBackend implements TrainingBackend {
   private wpeHost: Float32Array;
   private adam: AdamState<GPTParams>;
   private grads: GPTParams | null = null;
-  private readonly biasCache = new Map<number, Float32Array<ArrayBuffer>>();
+  private readonly batcher: Batcher;
   private readonly logprobProgram: LogprobProgram;
   private readonly sampler: BatchedSampler;
   /** Bumped whenever the weights change (the sampler rebuilds derived copies when it differs). */
   private weightsVersion = 0;
   /** The params object `weightsVersion` was assigned to (updates and loads replace the object). */
   private versionedParams: GPTParams | null = null;
-  private readonly lengthBucket: number;
-  private readonly maxTokensPerChunk: number;
   private disposed = false;
 
   /**
@@ -137,8 +95,7 @@ export class EmbeddedBackend implements TrainingBackend {
     this.wteHost = data.get("wte")!;
     this.wpeHost = data.get("wpe")!;
     this.adam = adamInit(this.params);
-    this.lengthBucket = opts.lengthBucket ?? 64;
-    this.maxTokensPerChunk = opts.maxTokensPerChunk ?? 3072;
+    this.batcher = new Batcher(this.config, { lengthBucket: opts.lengthBucket ?? 64, maxTokensPerChunk: opts.maxTokensPerChunk ?? 3072 });
     this.logprobProgram = makeLogprobProgram(this.config.nHeads);
     const engine = opts.samplerEngine ?? "jax";
     if (!SAMPLER_ENGINES.includes(engine)) {
@@ -188,37 +145,8 @@ export class EmbeddedBackend implements TrainingBackend {
   async forwardBackward(datums: Datum[], lossFn: LossFnName, config: LossConfig = {}, options: { requireFinite?: boolean } = {}): Promise<ForwardBackwardResult> {
     this.checkAlive();
     if (!LOSS_FNS.includes(lossFn)) throw new Error(`unknown loss function "${lossFn}" (expected ${LOSS_FNS.join(", ")})`);
-    this.validate(datums);
-    const rl = lossFn !== "cross_entropy";
-    datums.forEach((d, i) => {
-      if (rl && (!d.logprobs || !d.advantages)) {
-        throw new Error(`datum ${i}: loss "${lossFn}" needs logprobs and advantages`);
-      }
-    });
-    const klCoef = config.klCoef ?? 0;
-    const useKl = klCoef > 0;
-    if (useKl) {
-      datums.forEach((d, i) => {
-        if (!d.refLogprobs) throw new Error(`datum ${i}: klCoef > 0 needs refLogprobs`);
-      });
-    }
-    const hasQ = datums.every((d) => d.logprobs !== undefined);
-    const wTotal = datums.reduce((s, d) => s + d.weights.reduce((a, b) => a + b, 0), 0);
-    const tokenCount = datums.reduce((s, d) => s + d.weights.filter((w) => w !== 0).length, 0);
-    let invDenom: number;
-    if (config.normalization === "sum") {
-      invDenom = 1;
-    } else if (config.normalization === "constant") {
-      if (!(config.constantLength && config.constantLength > 0)) {
-        throw new Error('normalization "constant" needs a positive constantLength');
-      }
-      invDenom = 1 / (config.constantLength * datums.length);
-    } else {
-      invDenom = wTotal > 0 ? 1 / wTotal : 0;
-    }
-    const dualClip = lossFn === "ppo" && config.clipRatioC !== undefined;
-    if (dualClip && !(config.clipRatioC! > 1)) throw new Error(`clipRatioC must be > 1 (dual-clip PPO), got ${config.clipRatioC}`);
-    const hp = [config.clipLow ?? 0.2, config.clipHigh ?? 0.2, klCoef, invDenom, config.clipRatioC ?? 0, config.droBeta ?? 0.05];
+    this.batcher.validate(datums);
+    const { useKl, hasQ, dualClip, tokenCount, hp } = lossPlan(datums, lossFn, config);
     const program = makeTrainProgram({ lossFn, useKl, nHeads: this.config.nHeads, dualClip });
 
     const logprobs: number[][] = new Array(datums.length);
@@ -233,16 +161,16 @@ export class EmbeddedBackend implements TrainingBackend {
     const before = this.grads === null ? null : (tree.ref(this.grads) as GPTParams);
     let acc: GPTParams | null = this.grads;
     try {
-      for (const chunk of this.chunks(datums)) {
-        const { x0, ids, inputs } = this.packInputs(datums, chunk, hp);
-        const [[surrogate, aux], [grads, gX0]] = program(tree.ref(this.params), x0, this.bias(chunk.T), inputs);
+      for (const chunk of this.batcher.chunks(datums)) {
+        const { x0, ids, inputs } = this.batcher.packInputs(datums, chunk, hp, this.wteHost);
+        const [[surrogate, aux], [grads, gX0]] = program(tree.ref(this.params), x0, this.batcher.bias(chunk.T), inputs);
         surrogate.dispose();
         acc = acc === null ? grads : addTrees(acc, grads);
         scatterAddRows(dWte, D, ids, await gX0.data());
         loss += (await aux.loss.data())[0];
         const s = await aux.stats.data();
         for (let i = 0; i < STAT_COUNT; i++) stats[i] += s[i];
-        this.unpackLogprobs(await aux.lp.data(), datums, chunk, logprobs);
+        this.batcher.unpackLogprobs(await aux.lp.data(), datums, chunk, logprobs);
       }
       acc!.wte = acc!.wte.add(np.array(dWte, { shape: [this.config.vocabSize, D] }));
     } catch (e) {
@@ -279,17 +207,12 @@ export class EmbeddedBackend implements TrainingBackend {
    */
   async computeLogprobs(datums: Datum[]): Promise<number[][]> {
     this.checkAlive();
-    this.validate(datums);
+    this.batcher.validate(datums);
     const out: number[][] = new Array(datums.length);
-    for (const chunk of this.chunks(datums)) {
-      const { rows, T, x0, targets } = this.packTokens(datums, chunk);
-      const lp = this.logprobProgram(
-        tree.ref(this.params),
-        x0,
-        this.bias(T),
-        np.array(targets, { shape: [rows, T], dtype: np.int32 }),
-      );
-      this.unpackLogprobs(await lp.data(), datums, chunk, out);
+    for (const chunk of this.batcher.chunks(datums)) {
+      const { rows, T, x0, targets } = this.batcher.packTokens(datums, chunk, this.wteHost);
+      const lp = this.logprobProgram(tree.ref(this.params), x0, this.batcher.bias(T), np.array(targets, { shape: [rows, T], dtype: np.int32 }));
+      this.batcher.unpackLogprobs(await lp.data(), datums, chunk, out);
     }
     return out;
   }
@@ -303,19 +226,27 @@ export class EmbeddedBackend implements TrainingBackend {
    */
   async hiddenStates(datums: Datum[]): Promise<Float32Array[]> {
     this.checkAlive();
-    this.validate(datums);
+    this.batcher.validate(datums);
     const prog = makeHiddenProgram(this.config.nHeads);
     const D = this.config.dModel;
     const out: Float32Array[] = new Array(datums.length);
-    for (const chunk of this.chunks(datums)) {
-      const { T, x0 } = this.packTokens(datums, chunk);
-      const h = (await prog(tree.ref(this.params), x0, this.bias(T)).data()) as Float32Array;
+    for (const chunk of this.batcher.chunks(datums)) {
+      const { T, x0 } = this.batcher.packTokens(datums, chunk, this.wteHost);
+      const h = (await prog(tree.ref(this.params), x0, this.batcher.bias(T)).data()) as Float32Array;
       chunk.ids.forEach((di, r) => {
         const n = datums[di].modelInput.length;
         out[di] = h.slice(r * T * D, (r * T + n) * D);
       });
     }
     return out;
+  }
+
+  /**
+   * The `gae` critic: a linear value head on this model's trunk features ({@link hiddenStates}, `value.ts`), starting
+   * at V ≡ 0, its state saved as `value-head.json`. Each call makes a new head.
+   */
+  valueHead(options: ValueHeadOptions): CriticHooks {
+    return valueHeadCritic(this, options);
   }
 
   /**
@@ -389,13 +320,7 @@ export class EmbeddedBackend implements TrainingBackend {
    */
   async save(dir: string): Promise<void> {
     this.checkAlive();
-    const tensors: [string, Float32Array][] = [];
-    const put = async (prefix: string, p: GPTParams): Promise<void> => {
-      for (const [name, a] of namedLeaves(p)) tensors.push([prefix + name, (await a.ref.data()) as Float32Array]);
-    };
-    await put("params.", this.params);
-    await put("adam.m.", this.adam.m);
-    await put("adam.v.", this.adam.v);
+    const tensors = await stateTensors(this.params, this.adam);
     await saveCheckpoint(dir, { config: this.config, adamStep: this.adam.step }, tensors);
   }
 
@@ -407,39 +332,14 @@ export class EmbeddedBackend implements TrainingBackend {
    */
   async load(dir: string, options: { optimizer?: boolean } = {}): Promise<void> {
     this.checkAlive();
-    const { meta, tensors } = await loadCheckpoint(dir);
-    // A NaN/Inf weight or moment would poison every later step: refuse the file, keep the current state.
-    for (const [name, t] of tensors) {
-      const bad = firstNonFinite(t, name);
-      if (bad) throw new NonFiniteError([name], `checkpoint ${dir}: ${bad.path} is ${bad.value} (not finite); not loaded`);
-    }
-    const saved = meta.config as Partial<GPTConfig> | undefined;
-    for (const k of Object.keys(this.config) as (keyof GPTConfig)[]) {
-      if (saved?.[k] !== this.config[k]) {
-        throw new Error(`checkpoint ${dir}: config.${k} is ${saved?.[k]}, this backend has ${this.config[k]}`);
-      }
-    }
-    const sub = (prefix: string): Map<string, Float32Array> => {
-      const m = new Map<string, Float32Array>();
-      for (const [name] of paramShapes(this.config)) {
-        const t = tensors.get(prefix + name);
-        if (t) m.set(name, t);
-      }
-      return m;
-    };
-    const params = paramsFromData(this.config, sub("params."));
-    // Without the optimizer state (Tinker's `load_weights {optimizer: false}`), Adam restarts from zero moments.
-    const zeros = (): Map<string, Float32Array> => new Map(paramShapes(this.config).map(([name, shape]) => [name, new Float32Array(shape.reduce((a, b) => a * b, 1))]));
-    const withOptimizer = options.optimizer ?? true;
-    const m = paramsFromData(this.config, withOptimizer ? sub("adam.m.") : zeros());
-    const v = paramsFromData(this.config, withOptimizer ? sub("adam.v.") : zeros());
+    const { params, adam } = await readState(dir, this.config, options.optimizer ?? true);
     tree.dispose(this.params);
     tree.dispose(this.adam.m);
     tree.dispose(this.adam.v);
     if (this.grads) tree.dispose(this.grads);
     this.grads = null;
     this.params = params;
-    this.adam = { step: withOptimizer ? Number(meta.adamStep ?? 0) : 0, m, v };
+    this.adam = adam;
     await this.refreshHostTables();
   }
 
@@ -457,16 +357,6 @@ export class EmbeddedBackend implements TrainingBackend {
 
   // -------------------------------------------------------------------------------------------------------------
 
-  /** The causal attention bias `[T, T]` as a fresh device array (host copy cached per T). */
-  private bias(T: number): Arr {
-    let b = this.biasCache.get(T);
-    if (!b) {
-      b = causalBias(T);
-      this.biasCache.set(T, b);
-    }
-    return np.array(b, { shape: [T, T] });
-  }
-
   private async refreshHostTables(): Promise<void> {
     this.wteHost = (await this.params.wte.ref.data()) as Float32Array;
     this.wpeHost = (await this.params.wpe.ref.data()) as Float32Array;
@@ -474,97 +364,5 @@ export class EmbeddedBackend implements TrainingBackend {
 
   private checkAlive(): void {
     if (this.disposed) throw new Error("EmbeddedBackend used after dispose()");
-  }
-
-  /** @throws Error naming the datum when arrays disagree in length, are empty/too long, or hold invalid ids */
-  private validate(datums: Datum[]): void {
-    if (datums.length === 0) throw new Error("empty batch");
-    const { vocabSize: V, contextLength: C } = this.config;
-    datums.forEach((d, i) => {
-      const n = d.modelInput.length;
-      if (n === 0) throw new Error(`datum ${i}: empty modelInput`);
-      if (n > C) throw new Error(`datum ${i}: ${n} input tokens exceed the context window of ${C}`);
-      for (const [name, arr] of [
-        ["targetTokens", d.targetTokens],
-        ["weights", d.weights],
-        ["logprobs", d.logprobs],
-        ["advantages", d.advantages],
-        ["refLogprobs", d.refLogprobs],
-      ] as const) {
-        if (arr !== undefined && arr.length !== n) {
-          throw new Error(`datum ${i}: ${name} has length ${arr.length}, modelInput has ${n}`);
-        }
-      }
-      for (const arr of [d.modelInput, d.targetTokens]) {
-        for (const t of arr) {
-          if (!Number.isInteger(t) || t < 0 || t >= V) throw new Error(`datum ${i}: token id ${t} outside [0, ${V})`);
-        }
-      }
-    });
-  }
-
-  /** Splits datum indices into micro-batches of similar length (longest first) within the token budget. */
-  private chunks(datums: Datum[]): Chunk[] {
-    const order = datums.map((_, i) => i).sort((a, b) => datums[b].modelInput.length - datums[a].modelInput.length || a - b);
-    const out: Chunk[] = [];
-    for (let k = 0; k < order.length; ) {
-      // The chunk's padded length is that of its first (longest) datum.
-      const T = this.bucketLen(datums[order[k]].modelInput.length);
-      const full = Math.max(1, Math.floor(this.maxTokensPerChunk / T));
-      const ids = order.slice(k, k + full);
-      k += ids.length;
-      out.push({ ids, T, rows: ids.length === full ? full : Math.min(full, nextPow2(ids.length)) });
-    }
-    return out;
-  }
-
-  private bucketLen(n: number): number {
-    return Math.min(this.config.contextLength, Math.ceil(n / this.lengthBucket) * this.lengthBucket);
-  }
-
-  /**
-   * Right-pads a chunk to `[rows, T]` (pad token 0, weight 0) and gathers its token embeddings on the host.
-   * `ids` are the input ids with −1 at padding (skipped by the gradient scatter).
-   */
-  private packTokens(datums: Datum[], chunk: Chunk) {
-    const { T, rows } = chunk;
-    const D = this.config.dModel;
-    const ids = new Int32Array(rows * T).fill(-1);
-    const targets = new Int32Array(rows * T);
-    chunk.ids.forEach((di, r) => {
-      ids.set(datums[di].modelInput, r * T);
-      targets.set(datums[di].targetTokens, r * T);
-    });
-    const x0 = np.array(embedRows(this.wteHost, D, ids.map((t) => Math.max(t, 0))), { shape: [rows, T, D] });
-    return { rows, T, x0, ids, targets };
-  }
-
-  private packInputs(datums: Datum[], chunk: Chunk, hp: number[]): { x0: Arr; ids: Int32Array; inputs: LossInputs } {
-    const { rows, T, x0, ids, targets } = this.packTokens(datums, chunk);
-    const f = (get: (d: Datum) => number[] | undefined): Arr => {
-      const a = new Float32Array(rows * T);
-      chunk.ids.forEach((di, r) => {
-        const v = get(datums[di]);
-        if (v) a.set(v, r * T);
-      });
-      return np.array(a, { shape: [rows, T] });
-    };
-    const inputs: LossInputs = {
-      targets: np.array(targets, { shape: [rows, T], dtype: np.int32 }),
-      weights: f((d) => d.weights),
-      samplerLp: f((d) => d.logprobs),
-      advantages: f((d) => d.advantages),
-      refLp: f((d) => d.refLogprobs),
-      hp: np.array(new Float32Array(hp)),
-    };
-    return { x0, ids, inputs };
-  }
-
-  private unpackLogprobs(lp: ArrayLike<number>, datums: Datum[], chunk: Chunk, out: number[][]): void {
-    const T = chunk.T;
-    chunk.ids.forEach((di, r) => {
-      const n = datums[di].modelInput.length;
-      out[di] = Array.from({ length: n }, (_, t) => lp[r * T + t]);
-    });
   }
 }

@@ -291,11 +291,16 @@ function mlp(x: Arr, p: BlockParams): Arr {
   return x.add(linear(a, p.w2, p.b2));
 }
 
+/** The layout of a full-sequence attention call: `batch` rows of `seqLen` tokens, `nHeads` heads. */
+interface AttentionLayout { batch: number; seqLen: number; nHeads: number }
+
 /**
  * Causal self-attention over full sequences. x `[B*T, D]` (residual, consumed), bias `[T, T]` (`causalBias`,
- * consumed) → `{ x: [B*T, D], k, v: [B,T,H,hd] }`. `keepKV` returns k/v for a KV cache (prefill).
+ * consumed), B/T/H from `layout` → `{ x: [B*T, D], k, v: [B,T,H,hd] }`. `keepKV` returns k/v for a KV cache
+ * (prefill).
  */
-function attentionFull(x: Arr, p: BlockParams, B: number, T: number, H: number, keepKV: boolean, bias: Arr) {
+function attentionFull(x: Arr, p: BlockParams, bias: Arr, layout: AttentionLayout, keepKV: boolean) {
+  const { batch: B, seqLen: T, nHeads: H } = layout;
   const D = x.shape[1];
   const hd = D / H;
   const h = layerNorm(x.ref, p.ln1g, p.ln1b);
@@ -355,7 +360,7 @@ export function trunk(params: Omit<GPTParams, "wte">, x0: Arr, bias: Arr, nHeads
   const [B, T, D] = x0.shape;
   let x = x0.add(params.wpe.slice([0, T])).reshape([B * T, D]);
   for (const p of params.blocks) {
-    x = attentionFull(x, p, B, T, nHeads, false, bias.ref).x;
+    x = attentionFull(x, p, bias.ref, { batch: B, seqLen: T, nHeads }, false).x;
     x = mlp(x, p);
   }
   bias.dispose();
@@ -389,7 +394,7 @@ export function prefill(params: GPTParams, x0: Arr, lastIdx: Arr, bias: Arr, nHe
   let x = x0.add(params.wpe.slice([0, P])).reshape([B * P, D]);
   const cache: KVCache = { k: [], v: [] };
   for (const p of params.blocks) {
-    const r = attentionFull(x, p, B, P, nHeads, true, bias.ref);
+    const r = attentionFull(x, p, bias.ref, { batch: B, seqLen: P, nHeads }, true);
     cache.k.push(r.k!);
     cache.v.push(r.v!);
     x = mlp(r.x, p);
@@ -419,25 +424,23 @@ export function decodeMasks(lens: ArrayLike<number>, P: number, R: number, j: nu
   return { promptBias, recentBias, write };
 }
 
+/** The two-part KV cache `decodeStep` reads: `prompt` (from `prefill`) and `recent` (the generated tokens'). */
+export interface DecodeCaches { prompt: KVCache; recent: KVCache }
+/** One decode step's inputs (`decodeStep`): x0 `[B, D]`, write `[R]`, promptBias `[B, P]`, recentBias `[R]`. */
+export interface DecodeStepInput { x0: Arr; write: Arr; promptBias: Arr; recentBias: Arr }
+
 /**
- * One decode step with a two-part KV cache: the prompt cache `[B, P, H, hd]` per layer from `prefill` (read-only,
- * not consumed: pass `.ref`s) and a recent cache `[B, R, H, hd]` per layer for the tokens generated so far
+ * One decode step with a two-part KV cache (`caches`): the prompt cache `[B, P, H, hd]` per layer from `prefill`
+ * (read-only, not consumed: pass `.ref`s) and a recent cache `[B, R, H, hd]` per layer for the tokens generated so far
  * (consumed, returned updated). At step j every row feeds one token (x0 `[B, D]` = its token + position embedding,
  * host-gathered; positions differ per row) whose k/v are blended into recent slot j (write `[R]` one-hot), so only
  * the small recent cache is rewritten per step. The row attends to its prompt slots (promptBias `[B, P]`) and to
- * recent slots ≤ j (recentBias `[R]`), one softmax over both parts.
+ * recent slots ≤ j (recentBias `[R]`), one softmax over both parts. The `input` arrays are consumed.
  * @returns logits `[B, V]` (predicting each row's next position) and the new recent cache.
  */
-export function decodeStep(
-  params: GPTParams,
-  prompt: KVCache,
-  recent: KVCache,
-  x0: Arr,
-  write: Arr,
-  promptBias: Arr,
-  recentBias: Arr,
-  nHeads: number,
-) {
+export function decodeStep(params: GPTParams, caches: DecodeCaches, input: DecodeStepInput, nHeads: number) {
+  const { prompt, recent } = caches;
+  const { x0, write, promptBias, recentBias } = input;
   const [B, D] = x0.shape;
   const H = nHeads;
   const hd = D / H;

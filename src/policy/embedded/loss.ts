@@ -16,7 +16,7 @@
  * Aggregate: loss = Σ_t w_t·ℓ_t · invDenom, invDenom = 1/Σw (`tokens`), 1/(constantLength·batch) (`constant`) or 1
  * (`sum`, the Tinker API's convention).
  */
-import type { LossFnName } from "../types.ts";
+import type { LossFnName } from "../../core/training.ts";
 import { lmHead, trunk, type GPTParams } from "./gpt.ts";
 import { jit, lax, nn, numpy as np, valueAndGrad, type OwnedFunction } from "./jax.ts";
 

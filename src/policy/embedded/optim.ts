@@ -8,7 +8,7 @@
  *   p ← p − lr · (m / (1−β1^t)) / (√(v / (1−β2^t)) + ε)
  * Clip: g ← g · min(1, gradClip / (‖g‖₂ + 1e-6)) with ‖g‖₂ over all leaves, when gradClip > 0.
  */
-import type { AdamParams } from "../types.ts";
+import type { AdamParams } from "../../core/training.ts";
 import { jit, numpy as np, tree, type JsTree } from "./jax.ts";
 
 type Arr = np.Array;

@@ -9,6 +9,7 @@
  * saved beside the policy in each RL checkpoint (`value-head.json`, {@link ValueHeadState}) and restored on resume.
  */
 import type { Datum, Metrics } from "../../core/types.ts";
+import type { CriticHooks, ValueHeadOptions } from "../../core/training.ts";
 
 /** The verl value loss of a batch and its gradient w.r.t. the predictions. */
 export interface ValueLoss {
@@ -60,16 +61,6 @@ export function valueLoss(
     });
   });
   return { loss: n > 0 ? (0.5 * sum) / n : 0, clipfrac: n > 0 ? clipped / n : 0, grad };
-}
-
-/** Options of `ValueHead`. */
-export interface ValueHeadOptions {
-  /** Adam learning rate of the head. */
-  learningRate: number;
-  /** verl `critic.cliprange_value`. */
-  cliprange: number;
-  /** Adam steps per `update` call (on the same batch). */
-  updates: number;
 }
 
 /** Format tag of {@link ValueHeadState}. */
@@ -251,4 +242,13 @@ export function embeddedCritic(source: HiddenStateSource, options: ValueHeadOpti
       return head.update(datums.map((d) => cache.get(d)!), returns, oldValues, masks);
     },
   };
+}
+
+/**
+ * {@link embeddedCritic} as the `TrainingBackend.valueHead` capability: its `values` / `update`, and its head's state
+ * as the JSON text of a checkpoint's `value-head.json` ({@link ValueHeadState}).
+ */
+export function valueHeadCritic(source: HiddenStateSource, options: ValueHeadOptions): CriticHooks {
+  const e = embeddedCritic(source, options);
+  return { ...e, stateText: () => JSON.stringify(e.head.state()), restoreText: (text) => e.head.restore(JSON.parse(text) as ValueHeadState) };
 }

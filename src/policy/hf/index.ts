@@ -12,7 +12,7 @@
 import { HfTokenizer, type HfTokenizerOptions } from "./tokenizer.ts";
 
 export { HfTokenizer } from "./tokenizer.ts";
-export type { ChatMessage, ChatTemplateOptions, ChatToolCall, ChatToolSpec, HfTokenizerOptions } from "./tokenizer.ts";
+export type { ChatMessage, ChatTemplateOptions, ChatToolCall, ChatToolSpec, HfTokenizerFiles, HfTokenizerOptions } from "./tokenizer.ts";
 
 /**
  * Loads the tokenizer of the model folder `dir` (`tokenizer.json` required; `tokenizer_config.json`,

@@ -15,7 +15,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { Tokenizer as HfLibTokenizer } from "@huggingface/tokenizers";
-import type { Tokenizer, TokenizerJsonDocument } from "../tokenizer.ts";
+import type { Tokenizer, TokenizerJsonDocument } from "../../core/tokenizer.ts";
 
 /** One tool call of an assistant message (OpenAI / transformers shape; `arguments` an object or a JSON string). */
 export interface ChatToolCall {
@@ -63,6 +63,20 @@ export interface HfTokenizerOptions {
   enableThinking?: boolean;
   /** Name of the chat template to use when `chat_template` is a list of named templates (default `"default"`). */
   templateName?: string;
+}
+
+/** The parsed documents of a model folder that `HfTokenizer` is built from (`fromDir` reads them). */
+export interface HfTokenizerFiles {
+  /** The parsed `tokenizer.json`. */
+  json: TokenizerJsonDocument;
+  /** The parsed `tokenizer_config.json`, or undefined when the folder has none. */
+  config: unknown;
+  /** The folder the files came from (named in errors). */
+  source: string;
+  /** Text of `chat_template.jinja`, which takes precedence over `chat_template` in the config. */
+  templateFile?: string;
+  /** The parsed `generation_config.json`, or undefined. */
+  generationConfig?: unknown;
 }
 
 /** What `HfTokenizer` reads from `tokenizer_config.json` (all optional). */
@@ -162,25 +176,22 @@ export class HfTokenizer implements Tokenizer {
   private readonly hf: HfLibTokenizer;
   private readonly templates: ReadonlyMap<string, Template>;
   private readonly specialTokenVars: Record<string, string>;
+  private readonly json: TokenizerJsonDocument;
+  private readonly source: string;
 
   /**
-   * @param json the parsed `tokenizer.json`
-   * @param config the parsed `tokenizer_config.json` (or undefined)
-   * @param source the folder the files came from (named in errors)
+   * @param files the parsed documents of the model folder (see `HfTokenizerFiles`)
    * @param options see `HfTokenizerOptions`
-   * @param templateFile text of `chat_template.jinja`, which takes precedence over `chat_template` in the config
-   * @param generationConfig the parsed `generation_config.json` (or undefined)
    * @throws Error naming the file and field when the documents are malformed, a special token is not in the
    *   vocabulary, or a chat template does not parse
    */
   constructor(
-    private readonly json: TokenizerJsonDocument,
-    config: unknown,
-    private readonly source: string,
+    files: HfTokenizerFiles,
     private readonly options: HfTokenizerOptions = {},
-    templateFile?: string,
-    generationConfig?: unknown,
   ) {
+    const { json, config, source, templateFile, generationConfig } = files;
+    this.json = json;
+    this.source = source;
     const tokFile = join(source, "tokenizer.json");
     const cfgFile = join(source, "tokenizer_config.json");
     if (!isRecord(json) || !isRecord(json.model) || typeof json.model.type !== "string" || !Array.isArray(json.added_tokens)) {
@@ -253,7 +264,7 @@ export class HfTokenizer implements Tokenizer {
     const jinjaPath = join(dir, "chat_template.jinja");
     const templateFile = existsSync(jinjaPath) ? readFileSync(jinjaPath, "utf8") : undefined;
     const generationConfig = readJson(join(dir, "generation_config.json"), false);
-    return new HfTokenizer(json, config, dir, options, templateFile, generationConfig);
+    return new HfTokenizer({ json, config, source: dir, templateFile, generationConfig }, options);
   }
 
   /** The folder the tokenizer files were read from (checkpoints copy its optional files next to `tokenizer.json`). */

@@ -1,6 +1,6 @@
 /**
  * The ONNX sampling engine: the same `SamplingClient` as the jax-js `EmbeddedSampler` (requests, batching by event
- * order, per-row seeded PRNGs, `sampleToken` draws, stop tokens, `maxTokens`, context cap — all shared through
+ * order, per-row seeded PRNGs, `TokenSampler` draws, stop tokens, `maxTokens`, context cap — all shared through
  * `BatchedSampler`), with the logits computed by onnxruntime-node on an ONNX graph of our GPT (`model.ts`) built
  * from the trainer's current weights.
  *
@@ -24,7 +24,7 @@
 import type { InferenceSession, Tensor } from "onnxruntime-node";
 import type { GPTConfig } from "../embedded/gpt.ts";
 import { tree } from "../embedded/jax.ts";
-import { BatchedSampler, type DecodeRun, type LogitsEngine, type WeightsSnapshot } from "../embedded/sampler.ts";
+import { BatchedSampler, type DecodeRun, type LogitsEngine, type WeightsSnapshot } from "../embedded/batchedSampler.ts";
 import { io, MASKED } from "./model.ts";
 import type { Ort } from "./ort.ts";
 import { createGptSession, hostWeights, type GptSession, type OnnxSessionOptions } from "./session.ts";
@@ -124,7 +124,14 @@ class OnnxEngine implements LogitsEngine {
 
   async open(prompts: number[][], maxSteps: number): Promise<DecodeRun> {
     const session = await this.currentSession();
-    return new OnnxRun(session.ort, session.session, this.config, prompts, Math.max(0, maxSteps), this.options.prefillTokens ?? 4096, this.buffers);
+    const context: OnnxRunContext = {
+      ort: session.ort,
+      session: session.session,
+      config: this.config,
+      prefillTokens: this.options.prefillTokens ?? 4096,
+      buffers: this.buffers,
+    };
+    return new OnnxRun(context, prompts, Math.max(0, maxSteps));
   }
 
   /** Releases the session (a later batch builds a new one). */
@@ -134,6 +141,38 @@ class OnnxEngine implements LogitsEngine {
     this.version = undefined;
     if (s) await s.session.release();
   }
+}
+
+/** What every batch of one `OnnxEngine` runs on: its session, model shape, prefill chunking and cache memory. */
+interface OnnxRunContext {
+  ort: Ort;
+  session: InferenceSession;
+  config: Required<GPTConfig>;
+  /** Prompt tokens per prefill run (`OnnxSamplerOptions.prefillTokens`). */
+  prefillTokens: number;
+  /** KV-cache memory kept between batches. */
+  buffers: CacheBuffers;
+}
+
+/** The shape of one ONNX graph call: `rows` (B) rows of `tokens` (T) new tokens each, over `slots` (S) past slots. */
+interface FeedShape {
+  rows: number;
+  tokens: number;
+  slots: number;
+}
+
+/** The per-call input arrays of one graph call, shaped as `FeedShape` says (see `OnnxRun.feeds`). */
+interface FeedData {
+  /** Token ids `[B, T]`. */
+  ids: BigInt64Array;
+  /** Positions `[B, T]`. */
+  pos: BigInt64Array;
+  /** One-hot of the position whose logits are returned, `[B, 1, T]`. */
+  sel: Float32Array;
+  /** Additive mask over past slots, `[B, 1, T, S]`. */
+  biasPast: Float32Array;
+  /** Additive causal mask among the new tokens, `[1, 1, T, T]`. */
+  biasNew: Float32Array;
 }
 
 /** One batch on an ONNX session: the JS-side KV cache, prefill and decode steps. */
@@ -151,16 +190,26 @@ class OnnxRun implements DecodeRun {
   private phys: Int32Array;
   /** Logits handed back: logical row i at `[i*V, (i+1)*V)`. */
   private readonly logits: Float32Array;
+  private readonly ort: Ort;
+  private readonly session: InferenceSession;
+  private readonly config: Required<GPTConfig>;
+  private readonly prefillTokens: number;
+  private readonly buffers: CacheBuffers;
 
+  /**
+   * @param context the engine's session, model shape, prefill chunking and cache buffers
+   * @param prompts the batch's prompts (token ids); maxSteps the most decode steps that will follow the prefill
+   */
   constructor(
-    private readonly ort: Ort,
-    private readonly session: InferenceSession,
-    private readonly config: Required<GPTConfig>,
+    context: OnnxRunContext,
     private readonly prompts: number[][],
     private readonly maxSteps: number,
-    private readonly prefillTokens: number,
-    private readonly buffers: CacheBuffers,
   ) {
+    this.ort = context.ort;
+    this.session = context.session;
+    this.config = context.config;
+    this.prefillTokens = context.prefillTokens;
+    this.buffers = context.buffers;
     this.n = prompts.length;
     this.lens = Int32Array.from(prompts.map((p) => p.length));
     const maxLen = Math.max(...prompts.map((p) => p.length));
@@ -168,7 +217,7 @@ class OnnxRun implements DecodeRun {
     this.paddedRows = this.n;
     this.S = maxLen + maxSteps;
     this.phys = Int32Array.from({ length: this.n }, (_, i) => i);
-    this.logits = new Float32Array(this.n * config.vocabSize);
+    this.logits = new Float32Array(this.n * this.config.vocabSize);
   }
 
   slots(decodeSteps: number): number {
@@ -181,8 +230,10 @@ class OnnxRun implements DecodeRun {
     this.buffers.trim();
   }
 
-  /** Feeds shared by prefill and decode. */
-  private feeds(B: number, T: number, S: number, ids: BigInt64Array, pos: BigInt64Array, sel: Float32Array, biasPast: Float32Array, biasNew: Float32Array): Feeds {
+  /** Feeds shared by prefill and decode: the `data` arrays wrapped as tensors of `shape`, plus the shape inputs. */
+  private feeds(shape: FeedShape, data: FeedData): Feeds {
+    const { rows: B, tokens: T, slots: S } = shape;
+    const { ids, pos, sel, biasPast, biasNew } = data;
     const { nHeads: H, dModel: D } = this.config;
     const hd = D / H;
     return {
@@ -243,7 +294,7 @@ class OnnxRun implements DecodeRun {
       const biasNew = new Float32Array(T * T);
       for (let i = 0; i < T; i++) biasNew.fill(MASKED, i * T + i + 1, (i + 1) * T);
       // No past: one dummy slot, masked.
-      const feeds = this.feeds(B, T, 1, ids, pos, sel, new Float32Array(B * T).fill(MASKED), biasNew);
+      const feeds = this.feeds({ rows: B, tokens: T, slots: 1 }, { ids, pos, sel, biasPast: new Float32Array(B * T).fill(MASKED), biasNew });
       for (let l = 0; l < L; l++) {
         feeds[io.pastK(l)] = new this.ort.Tensor("float32", new Float32Array(B * H * hd), [B, H, hd, 1]);
         feeds[io.pastV(l)] = new this.ort.Tensor("float32", new Float32Array(B * H * hd), [B, H, 1, hd]);
@@ -316,7 +367,7 @@ class OnnxRun implements DecodeRun {
       pos[p] = BigInt(Math.min(slot, C - 1));
       biasPast.fill(MASKED, p * S + Math.min(slot, S), (p + 1) * S);
     });
-    const feeds = this.feeds(B, 1, S, ids, pos, new Float32Array(B).fill(1), biasPast, new Float32Array(1));
+    const feeds = this.feeds({ rows: B, tokens: 1, slots: S }, { ids, pos, sel: new Float32Array(B).fill(1), biasPast, biasNew: new Float32Array(1) });
     for (let l = 0; l < L; l++) {
       feeds[io.pastK(l)] = new this.ort.Tensor("float32", this.kc[l].subarray(0, B * H * hd * S), [B, H, hd, S]);
       feeds[io.pastV(l)] = new this.ort.Tensor("float32", this.vc[l].subarray(0, B * H * S * hd), [B, H, S, hd]);

@@ -8,7 +8,7 @@
  * Trainable only when the server returns token ids and logprobs: RL trains on the exact tokens sampled, and the
  * PPO ratio needs the sampler's logprobs. A server that returns text only (the OpenAI API, Ollama, vLLM < 0.10.2)
  * makes `sample` throw `UntrainableServerError`; `probe()` says up front what a server returns. Such servers are
- * still usable for evaluation through the prompt-driven agents (src/agents/).
+ * still usable for evaluation through the prompt-driven agents (src/baselines/).
  *
  * Caveat: vLLM reports logprobs of the raw model distribution by default; to get the logprobs of the distribution
  * actually sampled from at temperature ≠ 1 (what PPO's ratio needs, and what the embedded sampler returns), start
@@ -21,7 +21,7 @@
  */
 import OpenAI from "openai";
 import type { StopReason } from "../../core/types.ts";
-import type { SampledSequence, SampleOptions, SamplingClient } from "../types.ts";
+import type { SampledSequence, SampleOptions, SamplingClient } from "../../core/sampling.ts";
 
 /** Options of `OpenAISamplingClient`. */
 export interface OpenAISamplingOptions {

@@ -9,7 +9,7 @@
  *   sent one at a time, each retried with the same `seq_id` and idempotency key (`client.ts`);
  * - `forwardBackward` → `forward_backward` (protobuf or JSON, `wire.ts` / `proto.ts`), our normalisation folded into
  *   the data (`toWireDatums`); the loss from `loss:sum`, SkyRL's `total_loss:sum`, or — when a server sends neither —
- *   recomputed here from the returned logprobs (`lossFromLogprobs`), so a non-finite loss is always seen;
+ *   recomputed from the returned logprobs (`fallbackLoss`, `losses.ts`), so a non-finite loss is always seen;
  * - `computeLogprobs` → `forward_backward` with `forward_only` (protobuf; SDK 0.25 has no `/forward`), or
  *   `forward {forward_input}` on JSON servers;
  * - `optimStep` → `optim_step` with every Adam field explicit (servers that ignore some are warned about by name);
@@ -21,21 +21,13 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "
 import { join } from "node:path";
 import type { Datum, Metrics } from "../../core/types.ts";
 import { ADAM_DEFAULTS } from "../embedded/optim.ts";
-import type {
-  AdamParams,
-  ForwardBackwardResult,
-  LossConfig,
-  LossFnName,
-  SampledSequence,
-  SampleOptions,
-  SamplingClient,
-  TrainingBackend,
-} from "../types.ts";
+import type { AdamParams, ForwardBackwardResult, LossConfig, LossFnName, TrainingBackend } from "../../core/training.ts";
+import type { SampledSequence, SampleOptions, SamplingClient } from "../../core/sampling.ts";
 import { TinkerApiError, TinkerClient, type TinkerClientOptions } from "./client.ts";
 import { PROTO_CONTENT_TYPE, decodeForwardBackwardOutput, decodeSampleResponse, encodeForwardBackwardRequest } from "./proto.ts";
 import { FAMILIES, detectFamily, type TinkerServerFamily } from "./families.ts";
-import { lossFromLogprobs, toWireDatums, type WireDatum, type WireForwardBackwardOutput, type WireFuture, type WireSampleResponse } from "./wire.ts";
-import { tinkerLossFor, type RlLossFields } from "../../algo/policyLoss.ts";
+import { toWireDatums, type WireDatum, type WireForwardBackwardOutput, type WireFuture, type WireSampleResponse } from "./wire.ts";
+import { droDatums, fallbackLoss, tinkerLossFieldsOf, tinkerLossFor } from "./losses.ts";
 
 /** The SDK version whose wire this client speaks (servers resolve feature flags by it: `ClientConfigRequest`). */
 export const TINKER_SDK_WIRE_VERSION = "0.25.0";
@@ -78,6 +70,23 @@ const warnedOnce = new Set<string>();
 /** verl-tinker servers this process holds a model on (one model per server: families.ts). */
 const verlModels = new Set<string>();
 
+/** What `TinkerBackend.create` found and made for a backend. */
+interface TinkerBackendInit {
+  client: TinkerClient;
+  modelId: string;
+  options: TinkerBackendOptions;
+  /** The detected (or configured) server family. */
+  family: TinkerServerFamily;
+  /** The body encoding of `forward_backward` (switched once on a 415). */
+  wire: "json" | "protobuf";
+  /** Most datums per `forward_backward` request (`maxDatumsPerRequest`, and the server's `fwdbwd_max_chunk_len`). */
+  maxChunk: number;
+  /** Most bytes per request (the server's `fwdbwd_max_chunk_bytes_count`, default 5 000 000). */
+  maxChunkBytes: number;
+  /** The session's model and sampling-session sequence numbers (shared with `createModel`). */
+  counters: { model: number; sampling: number };
+}
+
 /** A model trained through the Tinker API. Create with `TinkerBackend.create`. */
 export class TinkerBackend implements TrainingBackend {
   private version = 0;
@@ -89,17 +98,26 @@ export class TinkerBackend implements TrainingBackend {
   /** Training requests chain here so their `seq_id`s reach the server in order. */
   private queue: Promise<unknown> = Promise.resolve();
 
-  private constructor(
-    readonly client: TinkerClient,
-    public modelId: string,
-    private readonly options: TinkerBackendOptions,
-    /** The detected (or configured) server family. */
-    readonly family: TinkerServerFamily,
-    private wire: "json" | "protobuf",
-    private readonly maxChunk: number,
-    private readonly maxChunkBytes: number,
-    private readonly counters: { model: number; sampling: number },
-  ) {}
+  readonly client: TinkerClient;
+  public modelId: string;
+  private readonly options: TinkerBackendOptions;
+  /** The detected (or configured) server family. */
+  readonly family: TinkerServerFamily;
+  private wire: "json" | "protobuf";
+  private readonly maxChunk: number;
+  private readonly maxChunkBytes: number;
+  private readonly counters: { model: number; sampling: number };
+
+  private constructor(init: TinkerBackendInit) {
+    this.client = init.client;
+    this.modelId = init.modelId;
+    this.options = init.options;
+    this.family = init.family;
+    this.wire = init.wire;
+    this.maxChunk = init.maxChunk;
+    this.maxChunkBytes = init.maxChunkBytes;
+    this.counters = init.counters;
+  }
 
   /**
    * Reads the server's flags, opens a session and creates the model.
@@ -129,7 +147,8 @@ export class TinkerBackend implements TrainingBackend {
     const counters = { model: 0, sampling: 0 };
     const modelId = await TinkerBackend.createModel(client, session, counters, options);
     const chunkBytes = typeof config?.fwdbwd_max_chunk_bytes_count === "number" && config.fwdbwd_max_chunk_bytes_count > 0 ? config.fwdbwd_max_chunk_bytes_count : 5_000_000;
-    const backend = new TinkerBackend(client, modelId, options, family, wire, Math.min(options.maxDatumsPerRequest ?? 128, chunkLimit), chunkBytes, counters);
+    const maxChunk = Math.min(options.maxDatumsPerRequest ?? 128, chunkLimit);
+    const backend = new TinkerBackend({ client, modelId, options, family, wire, maxChunk, maxChunkBytes: chunkBytes, counters });
     backend.warnAtStart();
     return backend;
   }
@@ -240,7 +259,7 @@ export class TinkerBackend implements TrainingBackend {
     if (datums.length === 0) throw new Error("forwardBackward: empty batch");
     // Normalise over the whole batch first, then split into requests: the gradients of the parts add up.
     const traits = FAMILIES[this.family];
-    const loss = lossFn === "cross_entropy" ? { lossFn } : tinkerLossFor(rlLossFieldsOf(lossFn, config), this.family);
+    const loss = lossFn === "cross_entropy" ? { lossFn } : tinkerLossFor(tinkerLossFieldsOf(lossFn, config), this.family);
     let sent = datums;
     let lossFnConfig = loss.lossFnConfig;
     if (lossFn === "dro") {
@@ -463,75 +482,4 @@ export function reduceChunkMetrics(parts: ReadonlyArray<{ metrics: Record<string
     }
   }
   return out;
-}
-
-/** The `rl` loss fields `tinkerLossFor` reads, from a backend call's loss name and options (defaults as `rl.*`'s). */
-function rlLossFieldsOf(lossFn: LossFnName, config: LossConfig): RlLossFields {
-  if (lossFn === "cross_entropy") throw new Error("rlLossFieldsOf: cross_entropy is not an RL loss");
-  return {
-    lossFn,
-    clipLow: config.clipLow ?? 0.2,
-    clipHigh: config.clipHigh ?? 0.2,
-    ...(config.clipRatioC !== undefined ? { clipRatioC: config.clipRatioC } : {}),
-    droBeta: config.droBeta ?? 0.05,
-    lossAggMode: "auto",
-    advantage: "grpo",
-  };
-}
-
-/**
- * `dro` for a Tinker server, whose loss is `−Σ_t (lp·A − ½β(lp − q)²)` over every position of a datum with one β per
- * request (Tinker docs "Loss functions / DRO"; agentscope-ai/TuFT @ 102eefd4cf8fb0241ba656d14df4928f0b2c0c9e
- * `src/tuft/loss_fn/dro.py:25-35`), made equal to the embedded backend's `Σ_t w_t·k·ℓ_t` (k the normalisation:
- * 1/Σw for `tokens`, 1/(constantLength·batch) for `constant`, 1 for `sum`): the advantages carry `w·k` already
- * (`toWireDatums`), β becomes `β·w·k`, and at untrained positions (w = 0) q is set to the trainer's current logprob
- * `current`, where the penalty and its gradient `β(lp − q)` are then 0.
- * @param datums `[batch]` with weights, logprobs and advantages `[seq-1]`; current the trainer's logprobs `[batch][seq-1]`
- * @returns the datums to send and the β of the request
- * @throws Error when the trained tokens' weights differ (a per-token weight, e.g. `rl.lossAggMode` seq-mean-token-mean,
- *   cannot reach a single β): use token-mean, seq-mean-token-sum or seq-mean-token-sum-norm with dro on Tinker
- */
-export function droDatums(datums: readonly Datum[], config: LossConfig, current: readonly (readonly number[])[]): { datums: Datum[]; beta: number } {
-  const ws = datums.flatMap((d) => d.weights.filter((w) => w !== 0));
-  const w = ws[0] ?? 0;
-  if (ws.some((x) => Math.abs(x - w) > 1e-12 * Math.abs(w))) {
-    throw new Error("rl.lossFn dro on a Tinker server: its β is one number per request, so tokens weighted differently (rl.lossAggMode seq-mean-token-mean) cannot be sent; use rl.lossAggMode token-mean, seq-mean-token-sum or seq-mean-token-sum-norm");
-  }
-  let k = 1;
-  if (config.normalization === "constant") k = 1 / ((config.constantLength ?? 1) * datums.length);
-  else if (config.normalization !== "sum") {
-    const total = ws.reduce((a, b) => a + b, 0);
-    k = total > 0 ? 1 / total : 0;
-  }
-  const out = datums.map((d, i) => ({ ...d, logprobs: (d.logprobs ?? []).map((q, t) => (d.weights[t] !== 0 ? q : current[i][t])) }));
-  return { datums: out, beta: (config.droBeta ?? 0.05) * w * k };
-}
-
-/**
- * The loss of a `forward_backward` recomputed from the returned logprobs when the server reports none, for every
- * Tinker RL loss: `ppo`, `importance_sampling`, `cross_entropy` (`lossFromLogprobs`), and `cispo`
- * `−Σ sg(clip(r, lo, hi))·A·lp`, `dro` `−Σ (lp·A − ½β(lp − q)²)`, `gspo` `−Σ min(s·A, clip(s, lo, hi)·A)` with the
- * datum's sequence ratio `s = exp(mean (lp − q))` over its positions with A ≠ 0 (sums over the request, in nats).
- */
-function fallbackLoss(data: readonly WireDatum[], lossFn: string, cfg: Record<string, number> | undefined, logprobs: readonly number[][]): number {
-  if (lossFn !== "cispo" && lossFn !== "dro" && lossFn !== "gspo") return lossFromLogprobs(data, lossFn, cfg, logprobs);
-  const lo = cfg?.clip_low_threshold ?? 0.8;
-  const hi = cfg?.clip_high_threshold ?? 1.2;
-  const beta = cfg?.beta ?? 0.05;
-  let loss = 0;
-  data.forEach((d, i) => {
-    const lp = logprobs[i];
-    const q = d.loss_fn_inputs.logprobs?.data ?? [];
-    const A = d.loss_fn_inputs.advantages?.data ?? [];
-    if (lossFn === "gspo") {
-      const on = lp.map((_, t) => t).filter((t) => A[t] !== 0);
-      const s = Math.exp(Math.min(on.reduce((a, t) => a + lp[t] - q[t], 0) / Math.max(on.length, 1), 10));
-      for (const t of on) loss -= Math.min(s * A[t], Math.min(hi, Math.max(lo, s)) * A[t]);
-      return;
-    }
-    lp.forEach((x, t) => {
-      loss -= lossFn === "cispo" ? Math.min(hi, Math.max(lo, Math.exp(x - q[t]))) * A[t] * x : x * A[t] - 0.5 * beta * (x - q[t]) ** 2;
-    });
-  });
-  return loss;
 }

@@ -13,7 +13,7 @@
 import { z } from "zod";
 import type { Datum } from "../../core/types.ts";
 import { describeValue } from "../../core/values.ts";
-import type { LossConfig, LossFnName } from "../types.ts";
+import type { LossConfig, LossFnName } from "../../core/training.ts";
 
 /** Largest finite float32 (a larger `float32` value would be Infinity once the server stores it). */
 const FLOAT32_MAX = 3.4028234663852886e38;

@@ -1,0 +1,49 @@
+/**
+ * The `policy` section of the experiment config, beside the backends that read it: which backend runs the model
+ * math (`embedded` or `tinker`), the embedded model's shape and micro-batching, its sampling engine, and the Tinker
+ * server's settings. What the embedded shape needs in memory is estimated by src/policy/embedded/memory.ts.
+ */
+import { z } from "zod";
+import { int, intIn, SIZE_BOUNDS } from "../core/configFields.ts";
+import { ms } from "../env/config.ts";
+
+/** `policy.tinker`: the Tinker-API server, model and wire settings (src/policy/tinker). */
+export const TinkerSection = z
+  .object({
+    baseUrl: z.string().regex(/^https?:\/\/[^\s]+$/, "an http(s) URL").default("http://127.0.0.1:8000").describe("Tinker API server root (hosted Tinker, SkyRL's Tinker server, TuFT, verl-tinker, or `arl serve trainer`)."),
+    baseModel: z.string().min(1).default("arl/init").describe("Base model to fine-tune (e.g. Qwen/Qwen3-8B; `arl serve trainer` offers arl/init and its checkpoints)."),
+    loraRank: int(1, "LoRA rank sent with create_model (hosted Tinker trains LoRA; arl serve trainer trains all weights).").default(32),
+    apiKeyEnv: z.string().default("TINKER_API_KEY").describe("Environment variable holding the API key (keys never go in config files)."),
+    timeoutMs: ms(1000, "Per-request timeout (ms); failed requests are retried with the Tinker SDK's back-off (min(2ⁿ, 30) s, up to 5 min). Polls of a future have their own timeout (the server's hold + 15 s) and never give up.").default(60000),
+    retryForMs: ms(0, "How long one request keeps retrying while the server is unreachable or answers 408/429/5xx (ms; default 300 000, the Tinker SDK's); then the run stops with the reason, resumable with --resume.").default(300000),
+    sendStopStrings: z.boolean().optional().describe("Send multi-token stop strings (</search>) to the server (default: what the server family supports); false = stop ids only, the client cuts samples at the strings."),
+    wire: z.enum(["auto", "json", "protobuf"]).default("auto").describe("Encoding of forward_backward and its results: protobuf (Tinker SDK 0.25, hosted Tinker, SkyRL, TuFT, arl serve trainer) or JSON (verl-tinker, older servers); auto = the detected server family's, switched once on a 415."),
+    server: z.enum(["auto", "tinker", "skyrl", "tuft", "verl-tinker", "arl", "unknown"]).default("auto").describe("Server family, for its known differences (src/policy/tinker/families.ts); auto = detected from client/config, healthz and get_server_capabilities."),
+    tokenizer: z.string().optional().describe("Folder with the model's tokenizer.json (+ tokenizer_config.json) for a real model; default the world's word tokenizer."),
+  })
+  .strict();
+
+/** The `policy` section: backend, embedded model shape and micro-batching, sampler, Tinker settings. */
+export const PolicyConfig = z
+  .object({
+    backend: z.enum(["embedded", "tinker"]).default("embedded").describe("Where the model math runs: `embedded` (in-process CPU GPT) or `tinker` (any Tinker-API server)."),
+    sampler: z
+      .enum(["jax", "onnx"])
+      .default("onnx")
+      .describe(
+        "Sampling engine of the embedded backend: `onnx` (default; onnxruntime-node on an ONNX graph of the same model, rebuilt from the current weights after each update; logprobs match the trainer's to ~1e-5 nats; ~5× faster, BENCHMARKS.md) or `jax` (jax-js, the trainer's own runtime). Ignored by `tinker`.",
+      ),
+    tinker: TinkerSection.default(TinkerSection.parse({})),
+    dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits its 4 GiB wasm heap is checked at start: estimateEmbeddedMemory).").default(96),
+    nLayers: intIn(1, SIZE_BOUNDS.nLayers, "Transformer blocks.").default(2),
+    nHeads: intIn(1, SIZE_BOUNDS.nHeads, "Attention heads (must divide dModel).").default(4),
+    mlpRatio: intIn(1, SIZE_BOUNDS.mlpRatio, "MLP hidden size / dModel.").default(4),
+    contextLength: intIn(32, SIZE_BOUNDS.contextLength, "Context window (tokens).").default(256),
+    microBatchTokens: intIn(64, SIZE_BOUNDS.contextLength, "Embedded backend: tokens per training micro-batch (rows × padded length). Smaller bounds the wasm heap of long contexts (jax-js keeps one set of buffers per micro-batch shape).").default(3072),
+    lengthBucket: intIn(8, SIZE_BOUNDS.contextLength, "Embedded backend: padded training lengths are multiples of this (tokens). Larger means fewer micro-batch shapes (less wasm heap, fewer compiles) and more padding.").default(64),
+  })
+  .strict()
+  .refine((p) => p.dModel % p.nHeads === 0, { message: "policy.nHeads must divide policy.dModel", path: ["nHeads"] });
+
+/** The `policy` section as resolved (every field present). */
+export type PolicySection = z.infer<typeof PolicyConfig>;
