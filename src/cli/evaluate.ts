@@ -104,14 +104,16 @@ export function registerEvaluate(program: Command, overrides: () => Record<strin
         if (opts.limit) tasks = tasks.slice(0, positiveInt("--limit", opts.limit));
         const reporter = consoleReporter();
         const careful = s.instance.baselinePersona;
-        const rows: SummaryRow[] = [(await evalRow(`Prompt-driven (${careful}, scripted)`, new ScriptedAgent(s.tokenizer, (ctx) => s.instance.scriptedTurn(careful, ctx)), tasks, { setup: s, config, reporter })).row];
+        const evaluated = [await evalRow(`Prompt-driven (${careful}, scripted)`, new ScriptedAgent(s.tokenizer, (ctx) => s.instance.scriptedTurn(careful, ctx)), tasks, { setup: s, config, reporter })];
         if (opts.checkpoint) {
           const policy = await loadPolicy(opts.checkpoint, { sampler: config.policy.sampler });
           const ps = { ...s, tokenizer: policy.tokenizer, stops: protocolStops(policy.tokenizer, s.protocol.stops) };
-          rows.push((await evalRow("agent (checkpoint)", policyAgent(policy.backend, ps, config), tasks, { setup: ps, config, reporter })).row);
+          evaluated.push(await evalRow("agent (checkpoint)", policyAgent(policy.backend, ps, config), tasks, { setup: ps, config, reporter }));
         }
+        const rows: SummaryRow[] = evaluated.map((e) => e.row);
+        const graded = evaluated.some((e) => e.trajectories.some((t) => t.grade !== undefined));
         console.log(`\n${tasks.length} requests of env ${config.env.name} (${s.protocol.name}, split ${split}):`);
-        console.log(recipeTable({ rows, breakdownLabels: s.instance.breakdownLabels }));
+        console.log(recipeTable({ rows, breakdownLabels: s.instance.breakdownLabels, graded }));
         return;
       }
       const { checkOpenAIEvalFlags, openAIEvalRows } = await import("./evalOpenai.ts");

@@ -79,11 +79,12 @@ export { formatTrajectory } from "../rollout/format.ts";
  * invalid actions per turn, then the recipe's breakdown (each `rate % (n)`: n = episodes where the key arose; counts,
  * `count/…` keys, as a mean).
  */
-export function recipeTable(summary: Pick<ExperimentSummary, "rows" | "breakdownLabels">): string {
+export function recipeTable(summary: Pick<ExperimentSummary, "rows" | "breakdownLabels" | "graded">): string {
   // `success` and `calls` are the table's own columns already.
   const keys = Object.keys(summary.breakdownLabels).filter((k) => k !== "success" && k !== "calls" && summary.rows.some((r) => r.breakdown[k] !== undefined));
-  // An env whose episodes carry no grade (the search env scores EM through its breakdown) has no success column.
-  const graded = summary.rows.some((r) => r.score > 0 || r.success > 0);
+  // An env whose episodes carry no grade (the search env scores EM through its breakdown) has no success column; an
+  // env that grades keeps it even when every score is 0 (a grader that never pays must show, not vanish).
+  const graded = summary.graded;
   const table = new Table({
     style: process.stdout.isTTY ? {} : { head: [], border: [] },
     head: ["policy", ...(graded ? ["success %", "grade"] : []), "calls/task", "invalid %", ...keys.map((k) => summary.breakdownLabels[k])],

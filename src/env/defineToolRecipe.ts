@@ -154,8 +154,9 @@ export interface ToolRecipeSpec<O, W, D, S> {
   personas: Readonly<Record<string, number>>;
   baselinePersona?: string;
   scriptedTurn: (persona: string, ctx: TurnContext, protocol: Protocol) => string;
-  breakdown: (traj: Trajectory) => Record<string, number>;
-  breakdownLabels: Readonly<Record<string, string>>;
+  /** Per-episode breakdown for the summary table (default none: the table shows success, grade, calls). */
+  breakdown?: (traj: Trajectory) => Record<string, number>;
+  breakdownLabels?: Readonly<Record<string, string>>;
   texts: (built: ToolRecipeBuild<O, W, D>) => string[];
   describe: (built: ToolRecipeBuild<O, W, D>) => string;
 }
@@ -228,8 +229,8 @@ export function defineToolRecipe<W = undefined, D = unknown, S = undefined, Sch 
         personas: { ...spec.personas },
         baselinePersona: spec.baselinePersona ?? "careful",
         scriptedTurn: (persona, turn) => spec.scriptedTurn(persona, turn, protocol),
-        breakdown: spec.breakdown,
-        breakdownLabels: { ...spec.breakdownLabels },
+        breakdown: spec.breakdown ?? (() => ({})),
+        breakdownLabels: { ...(spec.breakdownLabels ?? {}) },
         describe: () => spec.describe(built),
       };
     },

@@ -76,6 +76,7 @@ export async function runExperiment(config: ExperimentConfig, recipe: EnvRecipe,
     split: "test",
     rows: rows.map((r) => r.row),
     breakdownLabels: s.instance.breakdownLabels,
+    graded: rows.some((r) => r.trajectories.some((t) => t.grade !== undefined)),
     detectors: rl.detectors.firing(),
   };
   run.writeSummary(summary);

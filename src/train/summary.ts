@@ -49,6 +49,8 @@ export interface ExperimentSummary {
   rows: SummaryRow[];
   /** Labels of the breakdown keys, in table order. */
   breakdownLabels: Record<string, string>;
+  /** Whether the env grades its episodes (`Trajectory.grade`): the table's success and grade columns mean something. */
+  graded: boolean;
   detectors: DetectorFiring[];
 }
 
