@@ -229,20 +229,30 @@ export function resolveConfig(raw: unknown): ExperimentConfig {
 }
 
 /**
- * Keys of earlier versions that moved, each with its new path: the search env's world and passages per search are
- * its recipe's options now (`env.world.numCountries` → `env.options.numCountries`, `env.topK` → `env.options.topK`).
- * @returns one problem per moved key set in `raw` (empty when none)
+ * Config paths of earlier versions that moved, old → new. A moved section moves each of its fields: the search env's
+ * world and passages per search are its recipe's options now (`env.world.numCountries` → `env.options.numCountries`).
+ */
+const MOVED_PATHS: Readonly<Record<string, string>> = { "env.world": "env.options", "env.topK": "env.options.topK" };
+const SEARCH_OPTIONS_NOTE = "(the search env's own options: numCountries, knownFraction, testFraction, noiseFraction, noiseReliability, topK)";
+
+/** The value at a dotted path of a raw config, or undefined. */
+function valueAt(raw: unknown, path: string): unknown {
+  let v = raw;
+  for (const k of path.split(".")) v = v !== null && typeof v === "object" && Object.hasOwn(v, k) ? (v as Record<string, unknown>)[k] : undefined;
+  return v;
+}
+
+/**
+ * One problem per moved path set in `raw` (`MOVED_PATHS`), naming its new path; empty when none.
  */
 export function movedKeyProblems(raw: unknown): string[] {
-  const env = raw !== null && typeof raw === "object" ? (raw as Record<string, unknown>).env : undefined;
-  if (env === null || typeof env !== "object") return [];
-  const e = env as Record<string, unknown>;
   const out: string[] = [];
-  const world = e.world;
-  if (world !== undefined) {
-    const keys = world !== null && typeof world === "object" && !Array.isArray(world) ? Object.keys(world) : [];
-    for (const k of keys.length > 0 ? keys : ["*"]) out.push(`env.world.${k}: moved to env.options.${k} (the search env's own options: numCountries, knownFraction, testFraction, noiseFraction, noiseReliability, topK)`);
+  for (const [from, to] of Object.entries(MOVED_PATHS)) {
+    const v = valueAt(raw, from);
+    if (v === undefined) continue;
+    const fields = v !== null && typeof v === "object" && !Array.isArray(v) ? Object.keys(v) : [];
+    if (fields.length === 0) out.push(`${from}: moved to ${to} ${SEARCH_OPTIONS_NOTE}`);
+    for (const k of fields) out.push(`${from}.${k}: moved to ${to}.${k} ${SEARCH_OPTIONS_NOTE}`);
   }
-  if (e.topK !== undefined) out.push("env.topK: moved to env.options.topK (the search env's own options)");
   return out;
 }

@@ -102,10 +102,11 @@ function buildSearch(ctx: RecipeContext): RecipeInstance {
     retrievalWorld: searchRetrievalWorlds(world, ctx.seed, worldK),
     breakdown: (traj: Trajectory) => {
       const guess = answeredWithoutSearch(traj) ? 1 : 0;
+      const correct = em(traj);
       return {
-        em: em(traj),
+        em: correct,
         "count/searches": traj.searches,
-        ...bySplit(traj, "em", em(traj)),
+        ...bySplit(traj, "em", correct),
         ...bySplit(traj, "count/searches", traj.searches),
         ...bySplit(traj, "guess", guess),
       };
