@@ -224,6 +224,34 @@ export function findTorchPython(): string | null {
   return null;
 }
 
+/** What the PyTorch reference reports of its BLAS (bench/torch_reference.py `blas_info`). */
+export interface TorchBlas {
+  /** Classified from the libraries loaded: openblas | mkl | blis | reference | unknown. */
+  kind: string;
+  /** Real paths of the BLAS/LAPACK shared libraries mapped into the process after a matrix product. */
+  libraries: string[];
+  /** torch's build settings: BLAS_INFO, LAPACK_INFO, USE_MKLDNN, USE_OPENMP, PERF_WITH_AVX512. */
+  build: Record<string, string>;
+}
+
+/**
+ * Why a ratio against this PyTorch would be a lie, or null when its BLAS is an optimised one. Debian's python3-torch
+ * links the generic `libblas.so.3`, which the alternatives system points at the unoptimised reference BLAS unless an
+ * optimised one is installed (measured: PyTorch 5.6× slower on the base training step).
+ */
+export function torchBlasProblem(blas: TorchBlas | undefined): string | null {
+  if (!blas) return "the reference did not report its BLAS (bench/torch_reference.py too old?)";
+  if (blas.kind === "openblas" || blas.kind === "mkl" || blas.kind === "blis") return null;
+  const libs = blas.libraries.length > 0 ? blas.libraries.join(", ") : "none found";
+  return `PyTorch runs on an unoptimised BLAS (${blas.kind}: ${libs}); a ratio against it would overstate ours — install Debian's libopenblas0-pthread (apt install libopenblas0-pthread) and rerun`;
+}
+
+/** One line naming the reference's BLAS: kind, library and torch's BLAS_INFO. */
+export function blasLabel(blas: TorchBlas): string {
+  const lib = blas.libraries.find((l) => /openblas|mkl|blis/.test(l)) ?? blas.libraries[0] ?? "?";
+  return `${blas.kind} (${lib}; torch BLAS_INFO=${blas.build.BLAS_INFO ?? "?"}, mkldnn ${blas.build.USE_MKLDNN ?? "?"})`;
+}
+
 /** Prints rows as an aligned markdown table (also used for BENCHMARKS.md). */
 export function markdownTable(rows: string[][]): string {
   const widths = rows[0].map((_, j) => Math.max(...rows.map((r) => (r[j] ?? "").length)));
@@ -236,7 +264,7 @@ export function rowCells(r: BenchRow): string[] {
   const num = (x: number): string => (Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
   return [
     r.name,
-    `${num(r.ours)} ${r.unit}`,
+    r.ours === null || !Number.isFinite(r.ours) ? "failed" : `${num(r.ours)} ${r.unit}`,
     r.reference === null ? "—" : `${num(r.reference)} ${r.unit}`,
     r.speedup === null ? "—" : `${r.speedup.toFixed(2)}×`,
     r.target || "—",

@@ -93,6 +93,43 @@ def train_ms(s, steps):
     return statistics.median(times[2:])
 
 
+def blas_info():
+    """Which BLAS this process really runs: the shared libraries mapped after a matrix product (/proc/self/maps),
+    classified (openblas | mkl | blis | reference | unknown), and torch's build config line for BLAS."""
+    a = torch.randn(64, 64)
+    (a @ a).sum().item()
+    libs = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                name = path.rsplit("/", 1)[-1]
+                if any(k in name for k in ("blas", "lapack", "mkl", "blis")):
+                    libs.add(path)
+    except OSError:
+        pass
+    resolved = sorted({__import__("os").path.realpath(p) for p in libs})
+    text = " ".join(resolved)
+    if "openblas" in text:
+        kind = "openblas"
+    elif "mkl" in text:
+        kind = "mkl"
+    elif "blis" in text:
+        kind = "blis"
+    elif "/blas/libblas" in text or "libblas.so" in text:
+        kind = "reference"
+    else:
+        kind = "unknown"
+    keys = ("BLAS_INFO", "LAPACK_INFO", "USE_MKLDNN", "USE_OPENMP", "PERF_WITH_AVX512")
+    build = {}
+    for line in torch.__config__.show().splitlines():
+        for part in line.replace("- Build settings:", "").split(","):
+            k, _, v = part.strip().partition("=")
+            if k in keys:
+                build[k] = v
+    return {"kind": kind, "libraries": resolved, "build": build}
+
+
 @torch.no_grad()
 def sample(s, reps):
     V, C, D, L, H = s["vocab"], s["context"], s["dModel"], s["nLayers"], s["nHeads"]
@@ -127,7 +164,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "results": {}}
+    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "blas": blas_info(), "results": {}}
     for s in json.loads(a.shapes):
         if s["kind"] == "train":
             out["results"][s["name"]] = {"train_ms": train_ms(s, a.steps)}

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadGatewayPolicy } from "../src/cli/serveGateway.ts";
+import { loadGatewayPolicy } from "../src/cli/gatewayPolicy.ts";
 import { travelRecipe } from "../src/envs/travel/index.ts";
 import type { EnvRecipe } from "../src/env/recipe.ts";
 import { startGateway } from "../src/gateway/server.ts";

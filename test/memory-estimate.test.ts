@@ -40,8 +40,15 @@ describe("estimateEmbeddedMemory", () => {
     expect(estimateEmbeddedMemory({ ...base, nHeads: 8 }).wasm.total).toBeGreaterThan(e.wasm.total);
   });
 
-  it("the default config fits, with room to spare", () => {
-    const config = resolveConfig({});
+  it("the default config fits, with room to spare (both trainers)", () => {
+    const onnx = resolveConfig({});
+    expect(onnx.policy.trainer).toBe("onnx");
+    const o = checkMemory(onnx, setupExperiment(onnx, searchRecipe))!;
+    expect(o.wasm.training).toBe(0); // the onnx trainer's activations are native memory
+    expect(o.wasm.peak).toBe(o.wasm.total);
+    expect(o.host).toBeGreaterThan(0);
+    expect(memoryWarning(o)).toBeUndefined();
+    const config = resolveConfig(applyOverrides({}, { "policy.trainer": "jax" }));
     const s = setupExperiment(config, searchRecipe);
     expect(embeddedMemoryProblem(config, s.tokenizer.vocabSize)).toBeUndefined();
     const mem = checkMemory(config, s)!;
@@ -61,7 +68,7 @@ describe("estimateEmbeddedMemory", () => {
 
 describe("refused before anything runs", () => {
   it("a config whose first step fits but whose long run may not is warned about, not refused", () => {
-    const config = resolveConfig(applyOverrides({}, { "policy.contextLength": "1024" }));
+    const config = resolveConfig(applyOverrides({}, { "policy.contextLength": "1024", "policy.trainer": "jax" }));
     const s = setupExperiment(config, searchRecipe);
     const mem = checkMemory(config, s)!;
     expect(mem.wasm.total).toBeLessThan(WASM_HEAP_LIMIT_BYTES);
@@ -94,11 +101,12 @@ describe("refused before anything runs", () => {
     expect(existsSync(join(root, "smoke"))).toBe(false);
   });
 
-  it("the estimate is close to the heap of a real training step (smoke shape, full context)", async () => {
+  it("the estimate is close to the heap of a real training step (smoke shape, full context; jax trainer)", async () => {
+    const trainer = "jax";
     const { EmbeddedBackend } = await import("../src/policy/embedded/backend.ts");
     const { wasmHeapBytes } = await import("../src/policy/embedded/jax.ts");
     const gpt = { vocabSize: 300, contextLength: 192, dModel: 32, nLayers: 1, nHeads: 2 };
-    const be = await EmbeddedBackend.create(gpt, 0);
+    const be = await EmbeddedBackend.create(gpt, { seed: 0, trainerEngine: trainer });
     const T = gpt.contextLength;
     const rows = Math.floor(3072 / T);
     const datums = Array.from({ length: rows }, (_, r) => {
@@ -111,7 +119,7 @@ describe("refused before anything runs", () => {
     await be.forwardBackward(datums, "ppo", { klCoef: 0.01 });
     await be.optimStep({ learningRate: 1e-3 });
     const measured = wasmHeapBytes();
-    const e = estimateEmbeddedMemory({ ...gpt, mlpRatio: 4, sampler: "onnx", reference: false });
+    const e = estimateEmbeddedMemory({ ...gpt, mlpRatio: 4, sampler: "onnx", trainer, reference: false });
     expect(e.wasm.total / measured).toBeGreaterThan(0.8);
     expect(e.wasm.total / measured).toBeLessThan(1.3);
     be.dispose();
@@ -139,7 +147,7 @@ describe("one estimate: --dry-run reports the figure the run warns with (issue 2
 
   it("search env: a config whose long run can outgrow the heap (smoke model, context 1024)", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-mem-one-"));
-    const config = smoke(root, { "policy.contextLength": "1024" });
+    const config = smoke(root, { "policy.contextLength": "1024", "policy.trainer": "jax" });
     const warning = await runWarning((r) => runExperiment(config, searchRecipe, r));
     const lines = await dryRun(config, searchRecipe);
     const line = lines.find((l) => l.startsWith("memory:"))!;
@@ -151,7 +159,7 @@ describe("one estimate: --dry-run reports the figure the run warns with (issue 2
 
   it("a recipe env (travel): the dry run says the run's figure and its warning", async () => {
     const root = mkdtempSync(join(tmpdir(), "arl-mem-one-"));
-    const config = resolveConfig(applyOverrides(withRecipeDefaults({}, travelRecipe as EnvRecipe, true), { "run.dir": root, "policy.contextLength": "2560" }));
+    const config = resolveConfig(applyOverrides(withRecipeDefaults({}, travelRecipe as EnvRecipe, true), { "run.dir": root, "policy.contextLength": "2560", "policy.trainer": "jax" }));
     const warning = await runWarning((r) => runExperiment(config, travelRecipe as EnvRecipe, r));
     const lines = await dryRun(config, travelRecipe as EnvRecipe);
     const line = lines.find((l) => l.startsWith("memory:"))!;

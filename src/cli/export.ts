@@ -5,7 +5,6 @@
  * (src/export/verl.ts).
  */
 import type { Command } from "commander";
-import { exportVerl } from "../export/verl.ts";
 import { DEFAULT_MIN_STEPS } from "../export/verlSchedule.ts";
 import { DEFAULT_VERL_TARGET, parseVerlTarget, VERL_RELEASES, type VerlTarget } from "../export/verlTarget.ts";
 import { ConfigError, resolveConfig } from "../train/config.ts";
@@ -50,6 +49,7 @@ export function registerExport(program: Command, overrides: () => Record<string,
     .option("--bare-prompt", "prompts are the env's prompt only (no veRL system message or search instructions)")
     .option("--overwrite", "replace existing output files")
     .action(async (opts: ExportVerlFlags) => {
+      const [{ exportVerl }] = await Promise.all([import("../export/verl.ts")]);
       const config = resolveConfig(applyOverrides(opts.config ? readConfigFile(opts.config) : {}, overrides()));
       let verlVersion: VerlTarget;
       try {

@@ -4,16 +4,9 @@
  */
 import { join, resolve as resolvePath } from "node:path";
 import { Command, CommanderError } from "commander";
-import { BM25Index } from "../retrieval/bm25.ts";
-import { loadCorpus } from "../retrieval/corpus.ts";
 import { ConfigError, resolveConfig } from "../train/config.ts";
 import { applyOverrides, readConfigFile } from "../train/configFile.ts";
-import { dryRun } from "../train/dryRun.ts";
-import { runExperiment } from "../train/runner.ts";
-import { buildInstance } from "../train/setup.ts";
 import { ALGORITHM_DESIGNS } from "../lab/designs.ts";
-import { runLab } from "../lab/lab.ts";
-import { labConfig, labText } from "../lab/cli.ts";
 import { REWARD_PRESETS } from "../reward/presets.ts";
 import { TERM_LIST } from "../reward/terms.ts";
 import type { EnvRecipe } from "../env/recipe.ts";
@@ -92,11 +85,13 @@ program
     if (opts.resume && opts.overwrite) throw new ConfigError(["--resume and --overwrite: choose one (resume continues the run in the folder; overwrite replaces it)"]);
     const recipe = getRecipe(config.env.name);
     if (opts.dryRun) {
+      const { dryRun } = await import("../train/dryRun.ts");
       const lines = await dryRun(config, recipe, { resume: opts.resume === true, overwrite: opts.overwrite === true });
       console.log(`dry run: OK — nothing trained, nothing written\n  ${lines.join("\n  ")}`);
       return;
     }
     const t0 = performance.now();
+    const { runExperiment } = await import("../train/runner.ts");
     const summary = await runExperiment(config, recipe, consoleReporter(), { overwrite: opts.overwrite === true, resume: opts.resume === true });
     console.log(`\nHeld-out summary: env ${summary.env} (${summary.protocol}), ${summary.rows[0]?.n ?? 0} tasks, split ${summary.split}:`);
     console.log(recipeTable(summary));
@@ -144,11 +139,13 @@ program
     } catch (e) {
       throw new ConfigError([`${opts.env !== undefined ? "--env" : "env.name"}: ${(e as Error).message.replace(/^env\.name: /, "")}`]);
     }
+    const { labConfig, labText } = await import("../lab/cli.ts");
     const config = labConfig(recipe, raw, { ...opts, defaultEnv: DEFAULT_ENV }, overrides);
     if (opts.printConfig) {
       console.log(JSON.stringify(config, null, 2));
       return;
     }
+    const { runLab } = await import("../lab/lab.ts");
     const lab = await runLab(config, recipe, consoleReporter(), { overwrite: opts.overwrite === true, quick: opts.quick === true, warmStart: opts.warmStart });
     console.log(`\nReward lab ${lab.name} on env ${recipe.name}: ${lab.designs.length} designs × ${lab.rlSteps} RL steps, ${lab.evalQuestions} held-out tasks`);
     console.log(labText(lab));
@@ -158,7 +155,8 @@ program
 program
   .command("envs")
   .description("List the env recipes: tools, protocols, task counts (what `arl train --env NAME` takes)")
-  .action(() => {
+  .action(async () => {
+    const { buildInstance } = await import("../train/setup.ts");
     const table: string[] = [];
     for (const recipe of Object.values(ENV_RECIPES)) {
       const config = loadConfig(undefined, false, {}, recipe.name);
@@ -179,6 +177,7 @@ program
   .option("-k, --k <n>", "passages to show", "3")
   .action(async (queryWords: string[], opts: { corpus?: string; k: string }) => {
     const k = positiveInt("--k", opts.k);
+    const [{ BM25Index }, { loadCorpus }, { buildInstance }] = await Promise.all([import("../retrieval/bm25.ts"), import("../retrieval/corpus.ts"), import("../train/setup.ts")]);
     const passages = opts.corpus ? await loadCorpus(opts.corpus) : [...(buildInstance(resolveConfig(applyOverrides({}, overrides)), getRecipe(DEFAULT_ENV)).corpus?.() ?? [])];
     const hits = new BM25Index(passages).search(queryWords.join(" "), k);
     if (hits.length === 0) console.log("(no passage matches)");

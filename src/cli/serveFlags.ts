@@ -7,7 +7,8 @@ import { basename, dirname, resolve } from "node:path";
 import type { Command } from "commander";
 import { MAX_TIMER_MS } from "../env/tool.ts";
 import { ConfigError } from "../train/config.ts";
-import { DEFAULT_BODY_LIMIT, type ServeOptions } from "../http/server.ts";
+import { DEFAULT_BODY_LIMIT } from "../http/limits.ts";
+import type { ServeOptions } from "../http/server.ts";
 
 /** Flags every server takes. */
 export interface ServeFlags {

@@ -5,9 +5,6 @@
  * HTTP with no external model.
  */
 import type { Command } from "commander";
-import { untilSignal } from "../http/server.ts";
-import { serveOpenAI } from "../serve/openai.ts";
-import { loadPolicy } from "../train/checkpoint.ts";
 import { checkpointModelName, serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Registers `serve openai` under `serve` (default port 8300). */
@@ -20,6 +17,7 @@ export function registerServeOpenAI(serve: Command): void {
       .option("--model-name <name>", "the model id clients send (default arl/<run>-<checkpoint>, e.g. arl/default-final)"),
     8300,
   ).action(async (opts: ServeFlags & { checkpoint: string; modelName?: string }) => {
+    const [{ untilSignal }, { serveOpenAI }, { loadPolicy }] = await Promise.all([import("../http/server.ts"), import("../serve/openai.ts"), import("../train/checkpoint.ts")]);
     const options = serveOptions(opts);
     const policy = await loadPolicy(opts.checkpoint);
     const name = opts.modelName ?? checkpointModelName(opts.checkpoint);

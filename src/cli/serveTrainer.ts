@@ -4,14 +4,10 @@
  * folder (named `arl/<run>-<checkpoint>`, e.g. `arl/default-sft`, or `--name`).
  */
 import type { Command } from "commander";
-import { loadPolicy } from "../train/checkpoint.ts";
 import { ConfigError, resolveConfig } from "../train/config.ts";
 import { applyOverrides, readConfigFile } from "../train/configFile.ts";
 import { getRecipe } from "../envs/index.ts";
 import { envNameOf } from "../train/recipeDefaults.ts";
-import { setupExperiment } from "../train/setup.ts";
-import { listen, untilSignal } from "../http/server.ts";
-import { trainerApp } from "../serve/trainer.ts";
 import type { TrainerBaseModel } from "../serve/trainerState.ts";
 import { checkpointModelName, serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
@@ -29,6 +25,7 @@ export function registerServeTrainer(serve: Command, overrides: () => Record<str
       .option("--dir <dir>", "folder for weights saved through the API", "runs/serve-trainer"),
     8400,
   ).action(async (opts: ServeFlags & { checkpoint?: string[]; name?: string[]; config?: string; smoke?: boolean; tokenizer?: string; dir: string }) => {
+    const [{ loadPolicy }, { setupExperiment }, { listen, untilSignal }, { trainerApp }] = await Promise.all([import("../train/checkpoint.ts"), import("../train/setup.ts"), import("../http/server.ts"), import("../serve/trainer.ts")]);
     let raw: Record<string, unknown> = opts.config ? readConfigFile(opts.config) : {};
     if (opts.smoke) raw = applyOverrides(raw, getRecipe(envNameOf(raw)).smoke); // the env's smoke sizes (a tiny model)
     if (opts.tokenizer) raw = applyOverrides(raw, { "policy.backend": "tinker", "policy.tinker.tokenizer": opts.tokenizer });

@@ -7,18 +7,11 @@
  */
 import type { Command } from "commander";
 import type { Passage } from "../core/types.ts";
-import { makeJudge } from "../reward/judge.ts";
-import { BM25Index } from "../retrieval/bm25.ts";
-import { loadCorpus } from "../retrieval/corpus.ts";
-import { listen, untilSignal } from "../http/server.ts";
-import { MCP_RESULT_FORMATS, createMcpApp, searchEnvTools, type McpResultFormat } from "../serve/mcp.ts";
-import { createRetrievalApp } from "../serve/retrieval.ts";
-import { createRewardApp } from "../serve/reward.ts";
+import { MCP_RESULT_FORMATS, type McpResultFormat } from "../serve/mcpFormats.ts";
 import { ConfigError, resolveConfig, type ExperimentConfig } from "../train/config.ts";
 import { applyOverrides, readConfigFile } from "../train/configFile.ts";
 import { rewardConfigOf } from "../reward/config.ts";
 import { DEFAULT_ENV, getRecipe, searchOptions } from "../envs/index.ts";
-import { buildInstance, checkReward } from "../train/setup.ts";
 import { intFlag, serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Flags shared by the three servers: a config file and a corpus. */
@@ -34,7 +27,9 @@ function configOf(file: string | undefined, overrides: Record<string, string>): 
 
 /** The passages served: `--corpus` (wiki-18 JSONL) or the config's built-in world. */
 async function passagesOf(config: ExperimentConfig, corpus: string | undefined): Promise<Passage[]> {
-  return corpus ? loadCorpus(corpus) : [...(buildInstance(config, getRecipe(DEFAULT_ENV)).corpus?.() ?? [])];
+  if (corpus) return (await import("../retrieval/corpus.ts")).loadCorpus(corpus);
+  const { buildInstance } = await import("../train/setup.ts");
+  return [...(buildInstance(config, getRecipe(DEFAULT_ENV)).corpus?.() ?? [])];
 }
 
 /** Adds `--config` and `--corpus`. */
@@ -51,6 +46,7 @@ export function registerServeRetrieval(serve: Command, overrides: () => Record<s
       .option("--topk <n>", "passages per query when a request gives no topk (default env.options.topK, 3)"),
     8000,
   ).action(async (opts: CorpusFlags & { topk?: string }) => {
+    const [{ makeJudge }, { BM25Index }, { listen, untilSignal }, { createMcpApp, searchEnvTools }, { createRetrievalApp }, { createRewardApp }] = await Promise.all([import("../reward/judge.ts"), import("../retrieval/bm25.ts"), import("../http/server.ts"), import("../serve/mcp.ts"), import("../serve/retrieval.ts"), import("../serve/reward.ts")]);
     const config = configOf(opts.config, overrides());
     const passages = await passagesOf(config, opts.corpus);
     const defaultTopk = opts.topk === undefined ? searchOptions(config.env.options).topK : intFlag("--topk", opts.topk, 1, 100);
@@ -68,9 +64,10 @@ export function registerServeReward(serve: Command, overrides: () => Record<stri
       .option("--preset <name>", "reward preset (default: the config's reward.preset, else `default`)"),
     8100,
   ).action(async (opts: CorpusFlags & { preset?: string }) => {
+    const [{ makeJudge }, { BM25Index }, { listen, untilSignal }, { createMcpApp, searchEnvTools }, { createRetrievalApp }, { createRewardApp }] = await Promise.all([import("../reward/judge.ts"), import("../retrieval/bm25.ts"), import("../http/server.ts"), import("../serve/mcp.ts"), import("../serve/retrieval.ts"), import("../serve/reward.ts")]);
     const extra: Record<string, string> = opts.preset === undefined ? {} : { "reward.preset": opts.preset };
     const config = configOf(opts.config, { ...overrides(), ...extra });
-    checkReward(config);
+    (await import("../train/setup.ts")).checkReward(config);
     const reward = rewardConfigOf(config);
     const passages = await passagesOf(config, opts.corpus);
     const options = serveOptions(opts);
@@ -99,6 +96,7 @@ export function registerServeMcp(serve: Command, overrides: () => Record<string,
       ),
     8200,
   ).action(async (opts: CorpusFlags & { resultFormat: string }) => {
+    const [{ makeJudge }, { BM25Index }, { listen, untilSignal }, { createMcpApp, searchEnvTools }, { createRetrievalApp }, { createRewardApp }] = await Promise.all([import("../reward/judge.ts"), import("../retrieval/bm25.ts"), import("../http/server.ts"), import("../serve/mcp.ts"), import("../serve/retrieval.ts"), import("../serve/reward.ts")]);
     const config = configOf(opts.config, overrides());
     const resultFormat = resultFormatFlag(opts.resultFormat);
     const passages = await passagesOf(config, opts.corpus);

@@ -6,9 +6,7 @@
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
 import { ConfigError } from "../train/config.ts";
-import { untilSignal } from "../http/server.ts";
-import { exportView } from "../view/export.ts";
-import { DEFAULT_POLL_MS, DEFAULT_VIEW_PORT, startViewServer } from "../view/server.ts";
+import { DEFAULT_POLL_MS, DEFAULT_VIEW_PORT } from "../view/defaults.ts";
 import { serveFlags, serveOptions, type ServeFlags } from "./serveFlags.ts";
 
 /** Flags of `arl view`. */
@@ -30,6 +28,7 @@ export function registerView(program: Command): void {
       .option("--poll <ms>", "how often the page looks for new lines (ms; 0 = never)", String(DEFAULT_POLL_MS)),
     DEFAULT_VIEW_PORT,
   ).action(async (folders: string[], opts: ViewFlags) => {
+    const [{ untilSignal }, { exportView }, { startViewServer }] = await Promise.all([import("../http/server.ts"), import("../view/export.ts"), import("../view/server.ts")]);
     const paths = folders.length > 0 ? folders : ["runs"];
     if (folders.length === 0 && !existsSync("runs")) throw new ConfigError(["arl view: no folders given and no runs/ here; give run or lab folders (arl view runs/default runs/lab)"]);
     if (opts.export !== undefined) {

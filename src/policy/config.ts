@@ -33,6 +33,12 @@ export const PolicyConfig = z
       .describe(
         "Sampling engine of the embedded backend: `onnx` (default; onnxruntime-node on an ONNX graph of the same model, rebuilt from the current weights after each update; logprobs match the trainer's to ~1e-5 nats; ~5× faster, BENCHMARKS.md) or `jax` (jax-js, the trainer's own runtime). Ignored by `tinker`.",
       ),
+    trainer: z
+      .enum(["onnx", "jax"])
+      .default("onnx")
+      .describe(
+        "Training engine of the embedded backend: `onnx` (default; forward + backward as one onnxruntime-node graph with a hand-written backward, AdamW on the host; 5× jax-js's step and 1.4–1.5× PyTorch's on the base shape, BENCHMARKS.md) or `jax` (jit-compiled jax-js programs in a wasm heap). Gradients agree to ~1e-5. Ignored by `tinker`.",
+      ),
     tinker: TinkerSection.default(TinkerSection.parse({})),
     dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits its 4 GiB wasm heap is checked at start: estimateEmbeddedMemory).").default(96),
     nLayers: intIn(1, SIZE_BOUNDS.nLayers, "Transformer blocks.").default(2),

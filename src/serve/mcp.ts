@@ -33,15 +33,8 @@ import { SMALL_BODY_LIMIT } from "../http/limits.ts";
 /** Most passages one MCP search call may ask for. */
 export const MAX_MCP_TOPK = 50;
 
-/**
- * What `search` returns as its text: `text` — the env's observation, verbatim (for veRL's `MCPBaseTool` and any
- * other client); `json` — `mcpSearchJson`, for veRL's `MCPSearchTool`, whose parser keeps only a `"results": [...]`
- * array.
- */
-export type McpResultFormat = "text" | "json";
-
-/** The formats, default first. */
-export const MCP_RESULT_FORMATS: readonly McpResultFormat[] = ["text", "json"];
+export { MCP_RESULT_FORMATS, type McpResultFormat } from "./mcpFormats.ts";
+import { MCP_RESULT_FORMATS, type McpResultFormat } from "./mcpFormats.ts";
 
 /** A JSON string literal in which `'` and `]` are escaped (`\u0027`, `\u005d`): same value, but safe for MCPSearchTool's regex. */
 function guardedJsonString(s: string): string {

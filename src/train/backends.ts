@@ -27,6 +27,7 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
     const backend = await EmbeddedBackend.create(gpt, {
       seed: config.run.seed,
       samplerEngine: config.policy.sampler,
+      trainerEngine: config.policy.trainer,
       maxTokensPerChunk: config.policy.microBatchTokens,
       lengthBucket: config.policy.lengthBucket,
     });

@@ -21,10 +21,8 @@ import { discoverSources, type SourceRef } from "./sources.ts";
 import { servedPage } from "./page.ts";
 import type { MetricsPayload, SamplesPayload, ViewBundleData, ViewIndex } from "./types.ts";
 
-/** Default port of `arl view`. */
-export const DEFAULT_VIEW_PORT = 8600;
-/** Default interval of the page's polls for new lines (ms). */
-export const DEFAULT_POLL_MS = 2000;
+export { DEFAULT_POLL_MS, DEFAULT_VIEW_PORT } from "./defaults.ts";
+import { DEFAULT_POLL_MS, DEFAULT_VIEW_PORT } from "./defaults.ts";
 
 /** Options of the viewer's server. */
 export interface ViewServerOptions extends ServeOptions {

@@ -10,14 +10,17 @@ import type { AdamParams, CriticHooks, ForwardBackwardResult, LossConfig, LossFn
 import type { SamplingClient } from "../../core/sampling.ts";
 import { Batcher } from "./batching.ts";
 import { saveCheckpoint } from "./checkpoint.ts";
-import { initParamData, namedLeaves, paramsFromData, resolveConfig, scatterAddRows, type GPTConfig, type GPTParams } from "./gpt.ts";
+import { initParamData, namedLeaves, paramShapes, paramsFromData, resolveConfig, scatterAddRows, type GPTConfig, type GPTParams } from "./gpt.ts";
 import { blockUntilReady, jit, numpy as np, tree } from "./jax.ts";
 import { makeHiddenProgram, makeLogprobProgram, makeTrainProgram, STAT, STAT_COUNT, type LogprobProgram } from "./loss.ts";
 import { lossPlan } from "./lossPlan.ts";
 import { adamInit, adamStep, type AdamState } from "./optim.ts";
+import { hostAdamStep, type HostAdamState } from "./hostAdam.ts";
 import { nonFiniteLeaves, readState, stateTensors } from "./state.ts";
 import { valueHeadCritic } from "./value.ts";
 import { OnnxSampler, type OnnxSamplerOptions } from "../onnx/sampler.ts";
+import { OnnxTrainer } from "../onnx/trainer.ts";
+import { addInto, lossMetrics, onnxForwardBackward, zerosLike, type LossPlanned } from "./hostEngine.ts";
 import { BatchedSampler, type WeightsSnapshot } from "./batchedSampler.ts";
 import { EmbeddedSampler, type SamplerOptions } from "./sampler.ts";
 
@@ -46,7 +49,21 @@ export interface EmbeddedBackendOptions {
   samplerEngine?: SamplerEngine;
   /** Options of the ONNX engine (threads, batching); used when `samplerEngine` is "onnx". */
   onnx?: OnnxSamplerOptions;
+  /**
+   * Which engine runs forward + backward (default "onnx"): "jax" runs jit-compiled jax-js programs in this process's
+   * wasm heap; "onnx" runs a hand-written backward graph of the same model on onnxruntime-node (`../onnx/trainGraph.ts`;
+   * 2.9× PyTorch's step on the base shape, BENCHMARKS.md). AdamW, checkpoints and the sampler are the same for both;
+   * gradients agree to ~1e-5 relative (test/policy-onnx-train.test.ts).
+   */
+  trainerEngine?: TrainerEngine;
+  /** onnxruntime intra-op threads of the "onnx" trainer (default: the machine's cores). */
+  trainerThreads?: number;
 }
+
+/** The training engines of the embedded backend (see `EmbeddedBackendOptions.trainerEngine`). */
+export type TrainerEngine = "jax" | "onnx";
+/** Every `TrainerEngine`, for validation messages. */
+export const TRAINER_ENGINES: readonly TrainerEngine[] = ["jax", "onnx"];
 
 /** The sampling engines of the embedded backend (see `EmbeddedBackendOptions.samplerEngine`). */
 export type SamplerEngine = "jax" | "onnx";
@@ -81,6 +98,16 @@ export class EmbeddedBackend implements TrainingBackend {
   /** The params object `weightsVersion` was assigned to (updates and loads replace the object). */
   private versionedParams: GPTParams | null = null;
   private disposed = false;
+  /** The onnx training engine, or null on jax-js. */
+  private readonly onnxTrainer: OnnxTrainer | null;
+  /**
+   * The onnx engine's training state on the host (weights, Adam moments: the source of truth there) and its
+   * accumulated gradients; `params` (device arrays, for the samplers) is rebuilt from it lazily after an update.
+   */
+  private host: HostAdamState | null = null;
+  private hostGrads: Map<string, Float32Array> | null = null;
+  private paramsStale = false;
+  private readonly ndim: Map<string, number>;
 
   /**
    * @param config model shape
@@ -101,6 +128,13 @@ export class EmbeddedBackend implements TrainingBackend {
     if (!SAMPLER_ENGINES.includes(engine)) {
       throw new Error(`unknown samplerEngine "${engine}" (expected ${SAMPLER_ENGINES.join(", ")})`);
     }
+    const trainer = opts.trainerEngine ?? "onnx";
+    if (!TRAINER_ENGINES.includes(trainer)) {
+      throw new Error(`unknown trainerEngine "${trainer}" (expected ${TRAINER_ENGINES.join(", ")})`);
+    }
+    this.onnxTrainer = trainer === "onnx" ? new OnnxTrainer(this.config, { threads: opts.trainerThreads }) : null;
+    this.ndim = new Map(paramShapes(this.config).map(([name, shape]) => [name, shape.length]));
+    if (this.onnxTrainer) this.host = { step: 0, weights: data, m: zerosLike(data), v: zerosLike(data) };
     this.sampler =
       engine === "onnx"
         ? new OnnxSampler(this.config, () => this.borrowParams(), { ...opts.onnx, maxBatchRows: opts.onnx?.maxBatchRows ?? opts.sampler?.maxBatchRows })
@@ -118,16 +152,21 @@ export class EmbeddedBackend implements TrainingBackend {
   /** A new reference to the current weights (the caller must dispose `params`). @throws Error after dispose */
   borrowParams(): WeightsSnapshot {
     this.checkAlive();
+    if (this.paramsStale && this.host) {
+      tree.dispose(this.params);
+      this.params = paramsFromData(this.config, this.host.weights);
+      this.paramsStale = false;
+    }
     if (this.params !== this.versionedParams) {
       this.versionedParams = this.params;
       this.weightsVersion++;
     }
-    return { params: tree.ref(this.params), wte: this.wteHost, wpe: this.wpeHost, version: this.weightsVersion };
+    return { params: tree.ref(this.params), wte: this.wteHost, wpe: this.wpeHost, version: this.weightsVersion, host: this.host?.weights };
   }
 
   /** Number of Adam updates applied so far. */
   get step(): number {
-    return this.adam.step;
+    return this.host ? this.host.step : this.adam.step;
   }
 
   /**
@@ -147,6 +186,7 @@ export class EmbeddedBackend implements TrainingBackend {
     if (!LOSS_FNS.includes(lossFn)) throw new Error(`unknown loss function "${lossFn}" (expected ${LOSS_FNS.join(", ")})`);
     this.batcher.validate(datums);
     const { useKl, hasQ, dualClip, tokenCount, hp } = lossPlan(datums, lossFn, config);
+    if (this.onnxTrainer) return this.forwardBackwardOnnx(datums, { lossFn, useKl, dualClip, hasQ, tokenCount, hp }, options);
     const program = makeTrainProgram({ lossFn, useKl, nHeads: this.config.nHeads, dualClip });
 
     const logprobs: number[][] = new Array(datums.length);
@@ -178,16 +218,7 @@ export class EmbeddedBackend implements TrainingBackend {
       this.grads = before;
       throw e;
     }
-    const w = stats[STAT.tokens];
-    const mean = (x: number): number => (w > 0 ? x / w : 0);
-    const metrics: Metrics = {
-      tokens: tokenCount,
-      entropy: mean(stats[STAT.entropy]),
-    };
-    if (useKl || hasQ) metrics.kl = mean(stats[STAT.kl]);
-    if (hasQ) metrics.ratio_mean = mean(stats[STAT.ratio]);
-    if (lossFn === "ppo" || lossFn === "cispo" || lossFn === "gspo") metrics.clip_fraction = mean(stats[STAT.clipped]);
-    if (dualClip) metrics.clip_fraction_lower = mean(stats[STAT.clippedLower]);
+    const metrics = lossMetrics(stats, { lossFn, useKl, dualClip, hasQ, tokenCount });
     const bad = options.requireFinite ? firstNonFinite({ loss, metrics, logprobs }) : undefined;
     if (bad) {
       tree.dispose(acc!);
@@ -201,6 +232,17 @@ export class EmbeddedBackend implements TrainingBackend {
     return { loss, metrics, logprobs };
   }
 
+  /** `forwardBackward` on the onnx engine: the call's gradients summed on the host, then added to the accumulator. */
+  private async forwardBackwardOnnx(datums: Datum[], plan: LossPlanned, options: { requireFinite?: boolean }): Promise<ForwardBackwardResult> {
+    const r = await onnxForwardBackward({ trainer: this.onnxTrainer!, batcher: this.batcher, config: this.config, weights: this.host!.weights, wte: this.wteHost }, datums, plan);
+    const { loss, metrics, logprobs } = r;
+    const bad = options.requireFinite ? firstNonFinite({ loss, metrics, logprobs }) : undefined;
+    if (bad) throw new NonFiniteError([bad.path], `forward_backward: ${bad.path} is ${bad.value} (not finite); its gradients were not accumulated`);
+    if (this.hostGrads === null) this.hostGrads = r.grads;
+    else for (const [name, g] of r.grads) addInto(this.hostGrads.get(name)!, g);
+    return { loss, metrics, logprobs };
+  }
+
   /**
    * Target-token logprobs under the current weights (no gradient).
    * @returns `[batch][seq-1]` nats @throws Error on a malformed datum
@@ -209,6 +251,15 @@ export class EmbeddedBackend implements TrainingBackend {
     this.checkAlive();
     this.batcher.validate(datums);
     const out: number[][] = new Array(datums.length);
+    if (this.onnxTrainer) {
+      const weights = this.host!.weights;
+      for (const chunk of this.batcher.chunks(datums)) {
+        const { x0, targets } = this.batcher.hostTokens(datums, chunk, this.wteHost);
+        const lp = await this.onnxTrainer.logprobs(weights, { rows: chunk.rows, T: chunk.T, x0, bias: this.batcher.hostBias(chunk.T), targets });
+        this.batcher.unpackLogprobs(lp, datums, chunk, out);
+      }
+      return out;
+    }
     for (const chunk of this.batcher.chunks(datums)) {
       const { rows, T, x0, targets } = this.batcher.packTokens(datums, chunk, this.wteHost);
       const lp = this.logprobProgram(tree.ref(this.params), x0, this.batcher.bias(T), np.array(targets, { shape: [rows, T], dtype: np.int32 }));
@@ -227,12 +278,19 @@ export class EmbeddedBackend implements TrainingBackend {
   async hiddenStates(datums: Datum[]): Promise<Float32Array[]> {
     this.checkAlive();
     this.batcher.validate(datums);
-    const prog = makeHiddenProgram(this.config.nHeads);
     const D = this.config.dModel;
     const out: Float32Array[] = new Array(datums.length);
+    const weights = this.onnxTrainer ? this.host!.weights : null;
     for (const chunk of this.batcher.chunks(datums)) {
-      const { T, x0 } = this.batcher.packTokens(datums, chunk, this.wteHost);
-      const h = (await prog(tree.ref(this.params), x0, this.batcher.bias(T)).data()) as Float32Array;
+      const T = chunk.T;
+      let h: Float32Array;
+      if (this.onnxTrainer) {
+        const { x0, targets } = this.batcher.hostTokens(datums, chunk, this.wteHost);
+        h = await this.onnxTrainer.hidden(weights!, { rows: chunk.rows, T, x0, bias: this.batcher.hostBias(T), targets });
+      } else {
+        const { x0 } = this.batcher.packTokens(datums, chunk, this.wteHost);
+        h = (await makeHiddenProgram(this.config.nHeads)(tree.ref(this.params), x0, this.batcher.bias(T)).data()) as Float32Array;
+      }
       chunk.ids.forEach((di, r) => {
         const n = datums[di].modelInput.length;
         out[di] = h.slice(r * T * D, (r * T + n) * D);
@@ -261,6 +319,7 @@ export class EmbeddedBackend implements TrainingBackend {
    */
   async optimStep(adam: AdamParams, options: { requireFinite?: boolean } = {}): Promise<Metrics> {
     this.checkAlive();
+    if (this.host) return this.optimStepHost(adam, options);
     if (this.grads === null) throw new Error("optimStep: no accumulated gradients (call forwardBackward first)");
     const grads = this.grads;
     this.grads = null;
@@ -289,9 +348,31 @@ export class EmbeddedBackend implements TrainingBackend {
     return { grad_norm: r.gradNorm, step: r.state.step };
   }
 
+  /** `optimStep` on the onnx engine's host state (hostAdam.ts), with the same refusal rules. */
+  private async optimStepHost(adam: AdamParams, options: { requireFinite?: boolean }): Promise<Metrics> {
+    if (this.hostGrads === null) throw new Error("optimStep: no accumulated gradients (call forwardBackward first)");
+    const grads = this.hostGrads;
+    this.hostGrads = null;
+    const r = hostAdamStep(this.host!, grads, this.ndim, adam);
+    if (!Number.isFinite(r.gradNorm) || r.nonFinite.length > 0) {
+      if (options.requireFinite) {
+        const what = !Number.isFinite(r.gradNorm) ? [`the accumulated gradients (grad norm ${r.gradNorm})`] : r.nonFinite;
+        const named = what.length > 4 ? [...what.slice(0, 4), `${what.length - 4} more`] : what;
+        throw new NonFiniteError(what, `optim_step: the update would make ${named.join(", ")} non-finite (NaN/Inf); refused — weights and Adam state unchanged, the accumulated gradients dropped`);
+      }
+      return { grad_norm: r.gradNorm, step: this.host!.step, skipped: 1 };
+    }
+    this.host = r.state;
+    this.paramsStale = true;
+    this.wteHost = r.state.weights.get("wte")!;
+    this.wpeHost = r.state.weights.get("wpe")!;
+    return { grad_norm: r.gradNorm, step: r.state.step };
+  }
+
   /** Drops the accumulated gradients (weights and Adam state untouched); a no-op when there are none. */
   async discardGradients(): Promise<void> {
     this.checkAlive();
+    this.hostGrads = null;
     if (this.grads) tree.dispose(this.grads);
     this.grads = null;
   }
@@ -302,6 +383,7 @@ export class EmbeddedBackend implements TrainingBackend {
    */
   async pendingGradients(): Promise<Map<string, Float32Array> | null> {
     this.checkAlive();
+    if (this.host) return this.hostGrads === null ? null : new Map([...this.hostGrads].map(([k, g]) => [k, g.slice()]));
     if (this.grads === null) return null;
     const out = new Map<string, Float32Array>();
     for (const [name, a] of namedLeaves(this.grads)) out.set(name, (await a.ref.data()) as Float32Array);
@@ -320,6 +402,13 @@ export class EmbeddedBackend implements TrainingBackend {
    */
   async save(dir: string): Promise<void> {
     this.checkAlive();
+    if (this.host) {
+      const h = this.host;
+      const tensors: [string, Float32Array][] = [];
+      for (const [prefix, m] of [["params.", h.weights], ["adam.m.", h.m], ["adam.v.", h.v]] as const) for (const [name, a] of m) tensors.push([prefix + name, a]);
+      await saveCheckpoint(dir, { config: this.config, adamStep: h.step }, tensors);
+      return;
+    }
     const tensors = await stateTensors(this.params, this.adam);
     await saveCheckpoint(dir, { config: this.config, adamStep: this.adam.step }, tensors);
   }
@@ -340,6 +429,13 @@ export class EmbeddedBackend implements TrainingBackend {
     this.grads = null;
     this.params = params;
     this.adam = adam;
+    this.paramsStale = false;
+    if (this.host) {
+      const named = new Map(await stateTensors(params, adam));
+      const sub = (prefix: string) => new Map(paramShapes(this.config).map(([name]) => [name, named.get(prefix + name)!]));
+      this.host = { step: adam.step, weights: sub("params."), m: sub("adam.m."), v: sub("adam.v.") };
+      this.hostGrads = null;
+    }
     await this.refreshHostTables();
   }
 
@@ -348,6 +444,9 @@ export class EmbeddedBackend implements TrainingBackend {
     if (this.disposed) return;
     this.disposed = true;
     if (this.sampler instanceof OnnxSampler) this.sampler.release().catch(() => undefined); // frees onnxruntime's session
+    this.onnxTrainer?.release().catch(() => undefined);
+    this.host = null;
+    this.hostGrads = null;
     tree.dispose(this.params);
     tree.dispose(this.adam.m);
     tree.dispose(this.adam.v);
@@ -358,6 +457,11 @@ export class EmbeddedBackend implements TrainingBackend {
   // -------------------------------------------------------------------------------------------------------------
 
   private async refreshHostTables(): Promise<void> {
+    if (this.host) {
+      this.wteHost = this.host.weights.get("wte")!;
+      this.wpeHost = this.host.weights.get("wpe")!;
+      return;
+    }
     this.wteHost = (await this.params.wte.ref.data()) as Float32Array;
     this.wpeHost = (await this.params.wpe.ref.data()) as Float32Array;
   }

@@ -29,6 +29,8 @@ export interface WeightsSnapshot {
   wte: Float32Array;
   /** Position embedding `[C*D]`. */
   wpe: Float32Array;
+  /** Every weight by name on the host, when the backend keeps them there (the onnx trainer): read instead of `params`. */
+  host?: Map<string, Float32Array>;
 }
 
 /** A `sample()` call waiting for its batch. */

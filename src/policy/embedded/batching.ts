@@ -41,12 +41,17 @@ export class Batcher {
 
   /** The causal attention bias `[T, T]` as a fresh device array (host copy cached per T). */
   bias(T: number): Arr {
+    return np.array(this.hostBias(T), { shape: [T, T] });
+  }
+
+  /** The causal attention bias `[T·T]` on the host (cached per T; do not modify). */
+  hostBias(T: number): Float32Array<ArrayBuffer> {
     let b = this.biasCache.get(T);
     if (!b) {
       b = causalBias(T);
       this.biasCache.set(T, b);
     }
-    return np.array(b, { shape: [T, T] });
+    return b;
   }
 
   /** @throws Error naming the datum when arrays disagree in length, are empty/too long, or hold invalid ids */
@@ -96,6 +101,12 @@ export class Batcher {
    * copy `[V*D]`). `ids` are the input ids with −1 at padding (skipped by the gradient scatter).
    */
   packTokens(datums: Datum[], chunk: Chunk, wte: Float32Array) {
+    const { rows, T, x0, ids, targets } = this.hostTokens(datums, chunk, wte);
+    return { rows, T, x0: np.array(x0, { shape: [rows, T, this.config.dModel] }), ids, targets };
+  }
+
+  /** `packTokens` on the host: x0 `[rows·T·D]`, ids (−1 at padding) and targets `[rows·T]`. */
+  hostTokens(datums: Datum[], chunk: Chunk, wte: Float32Array) {
     const { T, rows } = chunk;
     const D = this.config.dModel;
     const ids = new Int32Array(rows * T).fill(-1);
@@ -104,30 +115,44 @@ export class Batcher {
       ids.set(datums[di].modelInput, r * T);
       targets.set(datums[di].targetTokens, r * T);
     });
-    const x0 = np.array(embedRows(wte, D, ids.map((t) => Math.max(t, 0))), { shape: [rows, T, D] });
+    const x0 = embedRows(wte, D, ids.map((t) => Math.max(t, 0)));
     return { rows, T, x0, ids, targets };
   }
 
   /** `packTokens` plus the loss program's per-token inputs and hyper-parameters `hp`. */
   packInputs(datums: Datum[], chunk: Chunk, hp: number[], wte: Float32Array): { x0: Arr; ids: Int32Array; inputs: LossInputs } {
     const { rows, T, x0, ids, targets } = this.packTokens(datums, chunk, wte);
-    const f = (get: (d: Datum) => number[] | undefined): Arr => {
+    const h = this.hostLossInputs(datums, chunk, hp);
+    const f = (a: Float32Array<ArrayBuffer>): Arr => np.array(a, { shape: [rows, T] });
+    const inputs: LossInputs = {
+      targets: np.array(targets, { shape: [rows, T], dtype: np.int32 }),
+      weights: f(h.weights),
+      samplerLp: f(h.samplerLp),
+      advantages: f(h.advantages),
+      refLp: f(h.refLp),
+      hp: np.array(h.hp),
+    };
+    return { x0, ids, inputs };
+  }
+
+  /** A chunk's per-token loss inputs on the host, each `[rows·T]` (zeros where a datum has none), and `hp`. */
+  hostLossInputs(datums: Datum[], chunk: Chunk, hp: number[]) {
+    const { rows, T } = chunk;
+    const f = (get: (d: Datum) => number[] | undefined): Float32Array<ArrayBuffer> => {
       const a = new Float32Array(rows * T);
       chunk.ids.forEach((di, r) => {
         const v = get(datums[di]);
         if (v) a.set(v, r * T);
       });
-      return np.array(a, { shape: [rows, T] });
+      return a;
     };
-    const inputs: LossInputs = {
-      targets: np.array(targets, { shape: [rows, T], dtype: np.int32 }),
+    return {
       weights: f((d) => d.weights),
       samplerLp: f((d) => d.logprobs),
       advantages: f((d) => d.advantages),
       refLp: f((d) => d.refLogprobs),
-      hp: np.array(new Float32Array(hp)),
+      hp: new Float32Array(hp),
     };
-    return { x0, ids, inputs };
   }
 
   /** Copies a chunk's per-token outputs `[rows, T]` into `out[datum]` (`[seq-1]` each). */

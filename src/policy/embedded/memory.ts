@@ -3,6 +3,7 @@
  * fit its 4 GiB wasm32 heap: checked at `--dry-run` and before a run touches its folder (src/train), reported by
  * src/train/memoryReport.ts. The formula and its calibration are in `estimateEmbeddedMemory`'s docstring.
  */
+import { totalmem } from "node:os";
 import type { GPTConfig } from "./gpt.ts";
 import type { PolicySection } from "../config.ts";
 
@@ -29,6 +30,11 @@ export const WASM_HEAP_LIMIT_BYTES = 4 * 2 ** 30;
 export interface EmbeddedMemoryShape extends GPTConfig {
   /** Sampling engine: `jax` decodes in the wasm heap, `onnx` in onnxruntime's (native) memory. */
   sampler: "jax" | "onnx";
+  /**
+   * Training engine (default "jax"): `jax` holds every training intermediate in the wasm heap; `onnx` runs forward +
+   * backward in onnxruntime's native memory (its activations count under `host`, and the wasm heap holds the state only).
+   */
+  trainer?: "jax" | "onnx";
   /** Whether a reference policy (a second set of weights) is loaded: `rl.klCoef > 0` or the KL monitor. */
   reference: boolean;
   /** Longest sequence trained on or sampled (tokens; default C: an episode may grow to the context window). */
@@ -68,7 +74,7 @@ export interface EmbeddedMemoryEstimate {
  * measured heaps:
  *
  *   P        = (V + C)·D + L·(4D² + 2MD + 9D + M) + 2D        parameters (M = r·D)
- *   state    = 4·P·(8 + ref)                                   weights, gradient accumulator, Adam m and v and the
+ *   state    = 4·P·(8 + ref)  (onnx trainer: 4·P·(3 + ref))   weights, gradient accumulator, Adam m and v and the
  *                                                              update's new copies (the old ones live until the norm is
  *                                                              known finite); ref = 1 with a reference policy (weights)
  *   T        = min(C, 64·⌈seqLen/64⌉),  N = max(1, ⌊3072/T⌋)·T  a full training micro-batch (rows × padded length)
@@ -85,6 +91,8 @@ export interface EmbeddedMemoryEstimate {
  *                                                              a power of two below) keeps buffers of its own sizes
  *   host     = 4·(4·P + (onnx ? 5·L·B·D·C : 0))                host tables and checkpoint copies; onnx: its weights, the
  *                                                              KV cache [B, H, hd, C] ×2 per layer and its buffers
+ *              (+ act(N, T) + 16·P with the onnx trainer)      its activations (same order as jax-js's, unmeasured) and
+ *                                                              the host weights, moments and gradients; training = 0
  *
  * Batch sizes (sft.batchSize, rl.tasksPerStep × rl.groupSize, rl.ptxBatchSize) enter only through B ≤ 256 and
  * N ≤ max(3072, T): the backend splits a training batch into micro-batches of ≈ 3072 tokens and decodes at most 256
@@ -108,7 +116,9 @@ function estimate(shape: EmbeddedMemoryShape, withPeak: boolean): EmbeddedMemory
   const budget = shape.trainTokens ?? 3072;
   const prefillTokens = shape.prefillTokens ?? 4096;
   const params = (V + C) * D + L * (4 * D * D + 2 * M * D + 9 * D + M) + 2 * D;
-  const state = 4 * params * (8 + (shape.reference ? 1 : 0));
+  // jax-js: weights, gradient accumulator, Adam m and v, and the update's new copies; onnx trainer: the device copy of
+  // the weights (the samplers read it) and Adam's moments, which load() and the initial state keep there.
+  const state = 4 * params * ((shape.trainer === "onnx" ? 3 : 8) + (shape.reference ? 1 : 0));
   /** Bytes of a micro-batch's [n, ·]-sized buffers and of its attention-sized ones (n tokens at length t). */
   const rowsPart = (n: number) => 4 * n * (L * (40 + 15 * r) * D + 13 * V + 10 * D);
   const attnPart = (n: number, t: number) => 4 * n * L * 14 * H * t;
@@ -116,11 +126,13 @@ function estimate(shape: EmbeddedMemoryShape, withPeak: boolean): EmbeddedMemory
   const T = Math.min(C, Math.ceil(seqLen / bucket) * bucket);
   const fullRows = (t: number) => Math.max(1, Math.floor(budget / t));
   const N = fullRows(T) * T;
-  const training = rowsPart(N) + attnPart(N, T);
+  const onnxTrainer = shape.trainer === "onnx";
+  const activations = rowsPart(N) + attnPart(N, T);
+  const training = onnxTrainer ? 0 : activations;
   // Every shape the backend can form up to T: lengths 64, 128, … (and C itself), rows full or a power of two below.
   const tokenSizes = new Set<number>();
   const attnSizes = new Set<number>();
-  for (let t = bucket; withPeak; t += bucket) {
+  for (let t = bucket; withPeak && !onnxTrainer; t += bucket) {
     const len = Math.min(t, T);
     for (let rows = 1; rows < fullRows(len); rows *= 2) {
       tokenSizes.add(rows * len);
@@ -154,7 +166,7 @@ function estimate(shape: EmbeddedMemoryShape, withPeak: boolean): EmbeddedMemory
     for (const bp of cache) peakSampling += 4 * L * 9 * bp * D;
     for (const a of attn) peakSampling += 4 * L * 4 * a * H;
   }
-  const host = 4 * (4 * params + (shape.sampler === "onnx" ? 5 * L * B * D * C : 0));
+  const host = 4 * (4 * params + (shape.sampler === "onnx" ? 5 * L * B * D * C : 0)) + (onnxTrainer ? activations + 4 * 4 * params : 0);
   return {
     params,
     trainSeq: T,
@@ -179,6 +191,7 @@ export function embeddedMemoryShape(config: EmbeddedMemoryConfig, vocabSize: num
     nHeads: p.nHeads,
     mlpRatio: p.mlpRatio,
     sampler: p.sampler,
+    trainer: p.trainer,
     reference: config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl),
     sampleRows: Math.min(256, 2 ** Math.ceil(Math.log2(rows))),
     trainTokens: p.microBatchTokens,
@@ -193,7 +206,8 @@ function gib(bytes: number): string {
 }
 
 /**
- * Why a config's embedded model cannot fit jax-js's 4 GiB wasm heap (`estimateEmbeddedMemory`), or undefined when it
+ * Why a config's embedded model cannot fit jax-js's 4 GiB wasm heap — or, with the onnx trainer, the machine's RAM
+ * (`os.totalmem()`) for its native activations (`estimateEmbeddedMemory`'s `host`) — or undefined when it
  * fits or the policy is remote (`policy.backend: tinker`: the server holds the model). The message names the policy
  * field that, lowered alone, brings the estimate under the limit (the one furthest above what fits), the largest
  * value it may take then, and the others that would also do: `policy.dModel: 8192 needs ≈ 28.4 GiB of the embedded
@@ -206,8 +220,11 @@ export function embeddedMemoryProblem(config: EmbeddedMemoryConfig, vocabSize: n
   if (config.policy.backend !== "embedded") return undefined;
   const base = embeddedMemoryShape(config, vocabSize, evalRows);
   const e = estimate(base, false);
-  if (e.wasm.total <= WASM_HEAP_LIMIT_BYTES) return undefined;
-  const fits = (s: EmbeddedMemoryShape) => estimate(s, false).wasm.total <= WASM_HEAP_LIMIT_BYTES;
+  const hostLimit = totalmem();
+  // The onnx trainer's activations live in native memory: bounded by the machine's RAM instead of the wasm heap.
+  const fitsEstimate = (x: EmbeddedMemoryEstimate, s: EmbeddedMemoryShape) => x.wasm.total <= WASM_HEAP_LIMIT_BYTES && (s.trainer !== "onnx" || x.host <= hostLimit);
+  if (fitsEstimate(e, base)) return undefined;
+  const fits = (s: EmbeddedMemoryShape) => fitsEstimate(estimate(s, false), s);
   /** The largest of `n` ascending candidates `valueAt(0 … n−1)` that fits (the estimate grows with each), or undefined. */
   const largest = (n: number, valueAt: (i: number) => number, at: (v: number) => EmbeddedMemoryShape): number | undefined => {
     if (n <= 0 || !fits(at(valueAt(0)))) return undefined;
@@ -237,7 +254,10 @@ export function embeddedMemoryProblem(config: EmbeddedMemoryConfig, vocabSize: n
     `weights, gradients and Adam state of ${e.params.toLocaleString("en-US")} parameters ${gib(e.wasm.state)} GiB; ` +
     `a training micro-batch of ${e.trainTokens} tokens at length ${e.trainSeq} ${gib(e.wasm.training)} GiB` +
     (base.sampler === "jax" ? `; jax sampling of ${base.sampleRows} rows ${gib(e.wasm.sampling)} GiB` : "");
-  const over = `≈ ${gib(e.wasm.total)} GiB of the embedded backend's wasm memory (${breakdown}), more than its 4 GiB limit (jax-js keeps every array in one wasm32 heap)`;
+  const over =
+    e.wasm.total > WASM_HEAP_LIMIT_BYTES
+      ? `≈ ${gib(e.wasm.total)} GiB of the embedded backend's wasm memory (${breakdown}), more than its 4 GiB limit (jax-js keeps every array in one wasm32 heap)`
+      : `≈ ${gib(e.host)} GiB of native memory (the onnx trainer's activations for a micro-batch of ${e.trainTokens} tokens at length ${e.trainSeq}, and the host copies of ${e.params.toLocaleString("en-US")} parameters), more than this machine's ${gib(hostLimit)} GiB`;
   const remote = "or policy.backend tinker for a remote model";
   const fixers = candidates.filter((c) => c.max !== undefined).sort((a, b) => b.value / b.max! - a.value / a.max!);
   if (fixers.length > 0) {

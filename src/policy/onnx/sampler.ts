@@ -107,7 +107,7 @@ class OnnxEngine implements LogitsEngine {
       const version = snap.version ?? snap.wte;
       if (this.session && version === this.version) return this.session;
       const t0 = performance.now();
-      const weights = await hostWeights(snap.params);
+      const weights = snap.host ?? (await hostWeights(snap.params));
       const readMs = performance.now() - t0;
       const built = await createGptSession(this.config, weights, this.options);
       const old = this.session;
