@@ -27,7 +27,7 @@ import { EmbeddedBackend, type SamplerEngine } from "../src/policy/embedded/back
 import { paramCount, type GPTConfig } from "../src/policy/embedded/gpt.ts";
 import type { BatchedSampler } from "../src/policy/embedded/batchedSampler.ts";
 import type { OnnxSampler } from "../src/policy/onnx/sampler.ts";
-import { benchResult, flag, benchDir, findTorchPython, machine, median, printResult, waitIdle, withContention, writeResult, type BenchRow, measured } from "./lib.ts";
+import { benchResult, flag, benchDir, findTorchPython, machine, median, printResult, torchBlasProblem, waitIdle, withContention, writeResult, type BenchRow, type TorchBlas, measured } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const only = flag("--only");
@@ -151,8 +151,14 @@ function runTorch(py: string): Record<string, { tok_s: number; decode_step_ms: n
   });
   if (r.status !== 0) throw new Error(`torch reference failed: ${r.stderr}`);
   const lines = r.stdout.trim().split("\n");
-  return (JSON.parse(lines[lines.length - 1]) as { results: Record<string, { tok_s: number; decode_step_ms: number }> }).results;
+  const out = JSON.parse(lines[lines.length - 1]) as { results: Record<string, { tok_s: number; decode_step_ms: number }>; blas?: TorchBlas };
+  const problem = torchBlasProblem(out.blas);
+  if (problem) throw new BlasRefused(problem);
+  return out.results;
 }
+
+/** The reference ran on a BLAS whose ratios would mislead (see `torchBlasProblem`). */
+class BlasRefused extends Error {}
 
 const measuredHere = <T>(fn: () => T) => measured(fn, retries, maxWait);
 
@@ -185,9 +191,14 @@ async function main(): Promise<void> {
   if (noTorch) torchNote = "skipped (--no-torch)";
   else if (!py) torchNote = "skipped (no /usr/bin/python3 or python3 that can import torch)";
   else {
-    const r = await measuredHere(() => runTorch(py));
-    torch = r.value;
-    contention.torch = r.others;
+    try {
+      const r = await measuredHere(() => runTorch(py));
+      torch = r.value;
+      contention.torch = r.others;
+    } catch (e) {
+      if (!(e instanceof BlasRefused)) throw e;
+      torchNote = `refused: ${e.message}`;
+    }
   }
   if (torchNote) console.log(`PyTorch reference: ${torchNote}`);
 

@@ -4,7 +4,8 @@
  *   node --import tsx bench/train-step.ts [--only base|small] [--engines onnx,jax] [--steps N] [--no-torch] [--max-wait S] [--retries N]
  *     [--length-bucket N] [--chunk-tokens N]          (ARL_JAX_THREADS=1 for single-threaded jax-js)
  *
- * Measures forwardBackward (cross_entropy, all tokens weighted) + optimStep (AdamW) at a fixed batch, ms/step, the
+ * Measures forwardBackward (cross_entropy, all tokens weighted) + optimStep (AdamW) at a fixed batch, ms/step (with
+ * tokens/s and achieved GFLOP/s in each row's note: the figure pretraining budgets are planned with), the
  * median of `--steps` steps after 2 warm-up steps, each case in a fresh process (jax-js's wasm heap never shrinks,
  * so one case must not inherit another's). The PyTorch reference (bench/torch_reference.py: the same model, shapes,
  * torch.optim.AdamW; OPENBLAS_NUM_THREADS=1, torch.set_num_threads(<cores>)) runs with Debian's python3-torch and
@@ -218,7 +219,7 @@ async function main(): Promise<void> {
         met: target !== undefined && speedup !== null ? speedup >= target : null,
         reason: target !== undefined && speedup !== null && speedup < target ? missReason(o) : undefined,
         note:
-          `fwd+bwd ${o.fb_ms.toFixed(0)} + Adam ${o.adam_ms.toFixed(0)} ms; first step ${(o.compile_ms / 1000).toFixed(1)} s` +
+          `${throughput(c, o.train_ms)}; fwd+bwd ${o.fb_ms.toFixed(0)} + Adam ${o.adam_ms.toFixed(0)} ms; first step ${(o.compile_ms / 1000).toFixed(1)} s` +
           (engine === "jax" ? ` (jit); wasm heap ${o.heap_mb?.toFixed(0)} MB` : " (session build)") +
           `; other processes used ${((busy[`${engine}:${c.name}`] ?? 0) * 100).toFixed(0)} % CPU`,
       });
@@ -236,6 +237,19 @@ async function main(): Promise<void> {
   });
   printResult(result);
   console.log(`wrote ${writeResult(result)}`);
+}
+
+/**
+ * Tokens/s and achieved GFLOP/s of a step: FLOPs = 6·N·(12·L·D² + V·D) for the weight products (forward 2, backward
+ * 4 per multiply-add; the tied head included) + 12·B·L·T²·D for attention's two products (q·kᵀ and p·v, forward and
+ * backward, the masked half counted: the kernels compute it), N = B·T trained tokens (T = the padded length).
+ */
+function throughput(c: TrainCase, trainMs: number): string {
+  const { vocabSize: V, dModel: D, nLayers: L } = c.gpt;
+  const T = Math.min(c.gpt.contextLength, Math.ceil(c.seq / lengthBucket) * lengthBucket);
+  const N = c.batch * T;
+  const flops = 6 * N * (12 * L * D * D + V * D) + 12 * c.batch * L * T * T * D;
+  return `${Math.round(N / (trainMs / 1000)).toLocaleString("en-US")} tok/s, ${(flops / (trainMs / 1000) / 1e9).toFixed(1)} GFLOP/s`;
 }
 
 /** Why the default engine misses its target on a case: where its step time goes. */

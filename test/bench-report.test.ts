@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ReferenceBM25, bm25Term, replicate } from "../bench/bm25-reference.ts";
-import type { BenchResult } from "../bench/lib.ts";
+import { blasLabel, rowCells, torchBlasProblem, type BenchResult } from "../bench/lib.ts";
 import { formatDate, renderReport, targetRows } from "../bench/report.ts";
 import { BM25Index } from "../src/retrieval/bm25.ts";
 
@@ -122,5 +122,24 @@ describe("bench/bm25-reference.ts", () => {
     expect(r[4].text.endsWith(" v2")).toBe(true);
     expect(replicate(base, 5)).toEqual(r);
     expect(() => replicate([], 1)).toThrow(/empty/);
+  });
+});
+
+describe("the PyTorch reference's BLAS (issue 31, part 4)", () => {
+  const openblas = { kind: "openblas", libraries: ["/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so"], build: { BLAS_INFO: "generic", USE_MKLDNN: "ON" } };
+  it("accepts an optimised BLAS and names it", () => {
+    expect(torchBlasProblem(openblas)).toBeNull();
+    expect(torchBlasProblem({ ...openblas, kind: "mkl" })).toBeNull();
+    expect(blasLabel(openblas)).toBe("openblas (/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so; torch BLAS_INFO=generic, mkldnn ON)");
+  });
+  it("refuses the reference BLAS, an unknown one, or none reported, naming the package to install", () => {
+    const reference = { kind: "reference", libraries: ["/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0"], build: {} };
+    expect(torchBlasProblem(reference)).toMatch(/unoptimised BLAS \(reference: \/usr\/lib\/x86_64-linux-gnu\/blas\/libblas\.so\.3\.11\.0\).*apt install libopenblas0-pthread/);
+    expect(torchBlasProblem({ kind: "unknown", libraries: [], build: {} })).toMatch(/unknown: none found/);
+    expect(torchBlasProblem(undefined)).toMatch(/did not report its BLAS/);
+  });
+  it("a case an engine could not run shows as failed, not NaN", () => {
+    const cells = rowCells({ name: "x", ours: Number.NaN, reference: 10, unit: "ms/step", speedup: null, target: "", met: null, note: "could not run" });
+    expect(cells[1]).toBe("failed");
   });
 });

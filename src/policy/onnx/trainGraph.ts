@@ -288,28 +288,29 @@ export function buildTrainGraph(config: Required<GPTConfig>, mode: TrainGraphMod
   const grad = (name: string, value: string) => grads.push([name, value]);
   const headGrad = o.matmul(dLogits, h, 1, 0); // [V, D]
   let dx = o.matmul(dLogits, P.wte); // [N, D]
-  let bk = layerNormBackward(o, lnf, dx);
-  grad("lnfg", bk.dgain);
-  grad("lnfb", bk.dbias);
-  dx = bk.dx;
+  /** y = x @ w + b: records ∂w = xᵀ·dy and ∂b = Σ_rows dy, returns ∂x = dy·wᵀ. */
+  const linearBack = (xIn: string, w: string, dy: string, wName: string, bName: string): string => {
+    grad(bName, o.sum(dy, [0]));
+    grad(wName, o.matmul(xIn, dy, 1, 0));
+    return o.matmul(dy, w, 0, 1);
+  };
+  /** LayerNorm: records ∂gain and ∂bias, returns ∂x. */
+  const lnBack = (ln: LnSaved, dy: string, gName: string, bName: string): string => {
+    const r = layerNormBackward(o, ln, dy);
+    grad(gName, r.dgain);
+    grad(bName, r.dbias);
+    return r.dx;
+  };
+  dx = lnBack(lnf, dx, "lnfg", "lnfb");
   for (let l = config.nLayers - 1; l >= 0; l--) {
     const name = (k: string) => `blocks.${l}.${k}`;
     const p = (k: string) => P[name(k)];
     const s = saved[l];
     // MLP: x += act @ w2 + b2, act = gelu(ln2.y @ w1 + b1).
-    grad(name("b2"), o.sum(dx, [0]));
-    grad(name("w2"), o.matmul(s.act, dx, 1, 0));
-    const dPre = o.mul(o.matmul(dx, p("w2"), 0, 1), geluGrad(o, s.pre));
-    grad(name("b1"), o.sum(dPre, [0]));
-    grad(name("w1"), o.matmul(s.ln2.y, dPre, 1, 0));
-    bk = layerNormBackward(o, s.ln2, o.matmul(dPre, p("w1"), 0, 1));
-    grad(name("ln2g"), bk.dgain);
-    grad(name("ln2b"), bk.dbias);
-    dx = o.add(dx, bk.dx);
+    const dPre = o.mul(linearBack(s.act, p("w2"), dx, name("w2"), name("b2")), geluGrad(o, s.pre));
+    dx = o.add(dx, lnBack(s.ln2, linearBack(s.ln2.y, p("w1"), dPre, name("w1"), name("b1")), name("ln2g"), name("ln2b")));
     // Attention: x += attnOut @ wo + bo.
-    grad(name("bo"), o.sum(dx, [0]));
-    grad(name("wo"), o.matmul(s.attnOut, dx, 1, 0));
-    const dO = o.transpose(o.op("Reshape", [o.matmul(dx, p("wo"), 0, 1), headShape4]), [0, 2, 1, 3]); // [B, H, T, hd]
+    const dO = o.transpose(o.op("Reshape", [linearBack(s.attnOut, p("wo"), dx, name("wo"), name("bo")), headShape4]), [0, 2, 1, 3]); // [B, H, T, hd]
     const dP = o.matmul(dO, s.v, 0, 1);
     const dv = o.matmul(s.probs, dO, 1, 0);
     const dS = o.mul(s.probs, o.sub(dP, o.sum(o.mul(dP, s.probs), [-1], 1)));
@@ -317,12 +318,7 @@ export function buildTrainGraph(config: Required<GPTConfig>, mode: TrainGraphMod
     const dk = o.matmul(dS, s.q, 1, 0, scale);
     const stacked = o.op("Concat", [dq, dk, dv].map((t) => o.op("Unsqueeze", [t, o.ints([0])])), { axis: 0 }); // [3, B, H, T, hd]
     const dQkv = o.reshape(o.transpose(stacked, [1, 3, 0, 2, 4]), [-1, 3 * D]); // [N, 3D]
-    grad(name("bqkv"), o.sum(dQkv, [0]));
-    grad(name("wqkv"), o.matmul(s.ln1.y, dQkv, 1, 0));
-    bk = layerNormBackward(o, s.ln1, o.matmul(dQkv, p("wqkv"), 0, 1));
-    grad(name("ln1g"), bk.dgain);
-    grad(name("ln1b"), bk.dbias);
-    dx = o.add(dx, bk.dx);
+    dx = o.add(dx, lnBack(s.ln1, linearBack(s.ln1.y, p("wqkv"), dQkv, name("wqkv"), name("bqkv")), name("ln1g"), name("ln1b")));
   }
   grad("wte", headGrad);
   const dx3 = o.op("Reshape", [dx, o.op("Shape", [x0])]); // [B, T, D]
