@@ -8,5 +8,13 @@ if (existsSync(new URL("../dist/cli/main.js", import.meta.url)) && !existsSync(n
 } else {
   const { register } = await import("tsx/esm/api");
   register();
+  // An env file (`--env ./my-env.ts`, examples/own-env) imports "agentic-rl": in the repo that must be this source —
+  // the package's exports name dist/, which a clone does not have until `npm run build` (and a stale dist/ would be a
+  // second copy of the library beside the CLI's). Hooks registered last resolve first, so this runs before tsx's.
+  const { register: registerHooks } = await import("node:module");
+  const hooks = `export async function resolve(specifier, context, next) {
+  return specifier === "agentic-rl" ? next(${JSON.stringify(new URL("../src/index.ts", import.meta.url).href)}, context) : next(specifier, context);
+}`;
+  registerHooks(`data:text/javascript,${encodeURIComponent(hooks)}`);
   await import("../src/cli/main.ts");
 }

@@ -4,7 +4,7 @@
  * the field (`--env`, `env.protocol`, `env.options.<field>`).
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -24,6 +24,21 @@ describe("arl envs / --env", () => {
     expect(r.out).toContain("tools: get_airports, search_flights, search_hotels, book");
     expect(r.out).toContain("protocols: hermes, react (default hermes)");
     expect(r.out).toMatch(/tasks: 304 train \/ 60 test/);
+  });
+
+  it("an env file importing \"agentic-rl\" loads in the repo without a build (the import resolves to src/, not dist/)", () => {
+    // A fresh clone has no dist/; the package's exports point there (bin/arl.mjs maps the name to the source).
+    const r = arl("train", "--env", "examples/own-env/weather.ts", "--smoke", "--print-config");
+    expect(r.code, r.err).toBe(0);
+    expect(JSON.parse(r.out).env.name).toBe("weather");
+  });
+
+  it("an env file outside an ES-module package gets an error saying what to change, not a loader trace", () => {
+    const dir = mkdtempSync(join(tmpdir(), "arl-cjs-env-"));
+    writeFileSync(join(dir, "env.ts"), readFileSync(join(repo, "examples", "own-env", "weather.ts"), "utf8"));
+    const r = arl("train", "--env", join(dir, "env.ts"), "--smoke", "--print-config");
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('was loaded as CommonJS and cannot import the library (an ES module); add "type": "module"');
   });
 
   it("config errors name the field and the allowed values (exit 2)", () => {

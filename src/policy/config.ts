@@ -37,16 +37,16 @@ export const PolicyConfig = z
       .enum(["onnx", "jax"])
       .default("onnx")
       .describe(
-        "Training engine of the embedded backend: `onnx` (default; forward + backward as one onnxruntime-node graph with a hand-written backward, AdamW on the host; 5× jax-js's step and 1.4–1.5× PyTorch's on the base shape, BENCHMARKS.md) or `jax` (jit-compiled jax-js programs in a wasm heap). Gradients agree to ~1e-5. Ignored by `tinker`.",
+        "Training engine of the embedded backend: `onnx` (default; forward + backward as one onnxruntime-node graph with a hand-written backward, AdamW on the host; 4–5× jax-js's step, 1.6× PyTorch's on the base shape, BENCHMARKS.md) or `jax` (jit-compiled jax-js programs in a wasm heap). Gradients agree to ~1e-5. Ignored by `tinker`.",
       ),
     tinker: TinkerSection.default(TinkerSection.parse({})),
-    dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits its 4 GiB wasm heap is checked at start: estimateEmbeddedMemory).").default(96),
+    dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits is checked at start: the jax-js trainer's 4 GiB wasm heap, or the onnx trainer's native memory against RAM; estimateEmbeddedMemory).").default(96),
     nLayers: intIn(1, SIZE_BOUNDS.nLayers, "Transformer blocks.").default(2),
     nHeads: intIn(1, SIZE_BOUNDS.nHeads, "Attention heads (must divide dModel).").default(4),
     mlpRatio: intIn(1, SIZE_BOUNDS.mlpRatio, "MLP hidden size / dModel.").default(4),
     contextLength: intIn(32, SIZE_BOUNDS.contextLength, "Context window (tokens).").default(256),
-    microBatchTokens: intIn(64, SIZE_BOUNDS.contextLength, "Embedded backend: tokens per training micro-batch (rows × padded length). Smaller bounds the wasm heap of long contexts (jax-js keeps one set of buffers per micro-batch shape).").default(3072),
-    lengthBucket: intIn(8, SIZE_BOUNDS.contextLength, "Embedded backend: padded training lengths are multiples of this (tokens). Larger means fewer micro-batch shapes (less wasm heap, fewer compiles) and more padding.").default(64),
+    microBatchTokens: intIn(64, SIZE_BOUNDS.contextLength, "Embedded backend: tokens per training micro-batch (rows × padded length). Smaller bounds the memory of long contexts (the jax-js trainer keeps one set of buffers per micro-batch shape; the onnx trainer frees them after each micro-batch).").default(3072),
+    lengthBucket: intIn(8, SIZE_BOUNDS.contextLength, "Embedded backend: padded training lengths are multiples of this (tokens). Larger means fewer micro-batch shapes (for the jax-js trainer: less wasm heap, fewer compiles) and more padding.").default(64),
   })
   .strict()
   .refine((p) => p.dModel % p.nHeads === 0, { message: "policy.nHeads must divide policy.dModel", path: ["nHeads"] });

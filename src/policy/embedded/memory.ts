@@ -251,12 +251,14 @@ export function embeddedMemoryProblem(config: EmbeddedMemoryConfig, vocabSize: n
     { field: "mlpRatio", value: p.mlpRatio, max: upTo(1, p.mlpRatio, 1, (v) => ({ ...base, mlpRatio: v })) },
   ];
   const breakdown =
-    `weights, gradients and Adam state of ${e.params.toLocaleString("en-US")} parameters ${gib(e.wasm.state)} GiB; ` +
-    `a training micro-batch of ${e.trainTokens} tokens at length ${e.trainSeq} ${gib(e.wasm.training)} GiB` +
+    (base.trainer === "onnx"
+      ? `the device copy of the weights and Adam's moments of ${e.params.toLocaleString("en-US")} parameters ${gib(e.wasm.state)} GiB (the onnx trainer's activations live outside the heap)`
+      : `weights, gradients and Adam state of ${e.params.toLocaleString("en-US")} parameters ${gib(e.wasm.state)} GiB; ` +
+        `a training micro-batch of ${e.trainTokens} tokens at length ${e.trainSeq} ${gib(e.wasm.training)} GiB`) +
     (base.sampler === "jax" ? `; jax sampling of ${base.sampleRows} rows ${gib(e.wasm.sampling)} GiB` : "");
   const over =
     e.wasm.total > WASM_HEAP_LIMIT_BYTES
-      ? `≈ ${gib(e.wasm.total)} GiB of the embedded backend's wasm memory (${breakdown}), more than its 4 GiB limit (jax-js keeps every array in one wasm32 heap)`
+      ? `≈ ${gib(e.wasm.total)} GiB of the embedded backend's wasm memory (${breakdown}), more than its 4 GiB limit (jax-js keeps its arrays in one wasm32 heap)`
       : `≈ ${gib(e.host)} GiB of native memory (the onnx trainer's activations for a micro-batch of ${e.trainTokens} tokens at length ${e.trainSeq}, and the host copies of ${e.params.toLocaleString("en-US")} parameters), more than this machine's ${gib(hostLimit)} GiB`;
   const remote = "or policy.backend tinker for a remote model";
   const fixers = candidates.filter((c) => c.max !== undefined).sort((a, b) => b.value / b.max! - a.value / a.max!);
