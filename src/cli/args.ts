@@ -78,20 +78,27 @@ export function positiveInt(flag: string, value: string): number {
 export async function agentModuleArg(arg: string): Promise<AgentFunction> {
   const file = resolvePath(arg);
   if (!existsSync(file)) throw new ConfigError([`--agent-module: no such file ${file} (expected a .ts/.js file whose default export is an agent function)`]);
-  if (/\.[cm]?ts$/.test(file)) (await import("tsx/esm/api")).register();
-  let mod: Record<string, unknown>;
-  try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
-  } catch (e) {
-    // tsx loads a .ts file outside an ESM package as CommonJS, which cannot require the ESM library: say what to do.
-    if (/Cannot require\(\) ES Module|ERR_REQUIRE_ESM|require\(\) of ES Module/.test(String((e as Error).message))) {
-      throw new ConfigError([`--env: ${file} was loaded as CommonJS and cannot import the library (an ES module); add "type": "module" to the package.json of its folder (npm pkg set type=module) or name it .mts`]);
-    }
-    throw e;
-  }
+  const mod = await importUserFile(file, "--agent-module");
   const fn = typeof mod.default === "function" ? mod.default : mod.agent;
   if (typeof fn !== "function") throw new ConfigError([`--agent-module: ${file} exports no agent function (a default export, or an export named agent, taking the rollout's context: see examples/agents/README.md)`]);
   return fn as AgentFunction;
+}
+
+/**
+ * Imports a user's `.ts` / `.js` file (TypeScript through tsx) for `flag`.
+ * @throws ConfigError naming `flag` when tsx loaded the file as CommonJS (its folder's package.json lacks
+ *   `"type": "module"`), which cannot import the library; other errors as the import threw them
+ */
+async function importUserFile(file: string, flag: string): Promise<Record<string, unknown>> {
+  if (/\.[cm]?ts$/.test(file)) (await import("tsx/esm/api")).register();
+  try {
+    return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  } catch (e) {
+    if (/Cannot require\(\) ES Module|ERR_REQUIRE_ESM|require\(\) of ES Module/.test(String((e as Error).message))) {
+      throw new ConfigError([`${flag}: ${file} was loaded as CommonJS and cannot import the library (an ES module); add "type": "module" to the package.json of its folder (npm pkg set type=module) or name it .mts`]);
+    }
+    throw e;
+  }
 }
 
 /** How `--env` takes an env, for every command's help (the loader is `envArg` below). */
@@ -109,17 +116,7 @@ export async function envArg(arg: string | undefined): Promise<string | undefine
   if (arg === undefined || !/[\/\\]|\.[cm]?[jt]s$/.test(arg)) return arg;
   const file = resolvePath(arg);
   if (!existsSync(file)) throw new ConfigError([`--env: no such file ${file} (expected an env name from \`arl envs\` or a file exporting an EnvRecipe)`]);
-  if (/\.[cm]?ts$/.test(file)) (await import("tsx/esm/api")).register();
-  let mod: Record<string, unknown>;
-  try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
-  } catch (e) {
-    // tsx loads a .ts file outside an ESM package as CommonJS, which cannot require the ESM library: say what to do.
-    if (/Cannot require\(\) ES Module|ERR_REQUIRE_ESM|require\(\) of ES Module/.test(String((e as Error).message))) {
-      throw new ConfigError([`--env: ${file} was loaded as CommonJS and cannot import the library (an ES module); add "type": "module" to the package.json of its folder (npm pkg set type=module) or name it .mts`]);
-    }
-    throw e;
-  }
+  const mod = await importUserFile(file, "--env");
   const recipe = isRecipe(mod.default) ? mod.default : Object.values(mod).find(isRecipe);
   if (recipe === undefined) throw new ConfigError([`--env: ${file} exports no env recipe (an object with name, protocols and build; see examples/own-env)`]);
   try {
