@@ -37,7 +37,7 @@ export const PolicyConfig = z
       .enum(["onnx", "jax"])
       .default("onnx")
       .describe(
-        "Training engine of the embedded backend: `onnx` (default; forward + backward as one onnxruntime-node graph with a hand-written backward, AdamW on the host; 4–5× jax-js's step, 1.6× PyTorch's on the base shape, BENCHMARKS.md) or `jax` (jit-compiled jax-js programs in a wasm heap). Gradients agree to ~1e-5. Ignored by `tinker`.",
+        "Training engine of the embedded backend: `onnx` (default; forward + backward as one onnxruntime-node graph with a hand-written backward, AdamW on the host; 4–5.6× jax-js's step, 1.6–1.8× PyTorch's on the base shape, BENCHMARKS.md) or `jax` (jit-compiled jax-js programs in a wasm heap). Gradients agree to ~1e-5. Ignored by `tinker`.",
       ),
     tinker: TinkerSection.default(TinkerSection.parse({})),
     dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits is checked at start: the jax-js trainer's 4 GiB wasm heap, or the onnx trainer's native memory against RAM; estimateEmbeddedMemory).").default(96),

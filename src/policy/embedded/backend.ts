@@ -51,9 +51,10 @@ export interface EmbeddedBackendOptions {
   onnx?: OnnxSamplerOptions;
   /**
    * Which engine runs forward + backward (default "onnx"): "jax" runs jit-compiled jax-js programs in this process's
-   * wasm heap; "onnx" runs a hand-written backward graph of the same model on onnxruntime-node (`../onnx/trainGraph.ts`;
-   * 1.6× PyTorch's step on the base shape and 8.8× on a larger one, BENCHMARKS.md). AdamW, checkpoints and the sampler are the same for both;
-   * gradients agree to ~1e-5 relative (test/policy-onnx-train.test.ts).
+   * wasm heap; "onnx" runs a hand-written backward graph of the same model on onnxruntime-node
+   * (`../onnx/trainGraph.ts`; 1.6–1.8× PyTorch's step on the base shape and 7.8–8.8× on a larger one, BENCHMARKS.md).
+   * AdamW, checkpoints and the sampler are the same for both; gradients agree to ~1e-5 relative
+   * (test/policy-onnx-train.test.ts).
    */
   trainerEngine?: TrainerEngine;
   /** onnxruntime intra-op threads of the "onnx" trainer (default: the machine's cores). */

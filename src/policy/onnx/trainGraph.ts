@@ -1,7 +1,7 @@
 /**
  * Our GPT's training step as one ONNX graph, so that forward + backward run on onnxruntime's CPU kernels (MLAS
- * GEMMs; the whole step 1.6× PyTorch's on the base shape here, 8.8× on a larger one, BENCHMARKS.md) instead of
- * jax-js's wasm kernels. The backward is written out by hand, layer by layer (reverse-mode over the same ops as
+ * GEMMs; the whole step 1.6–1.8× PyTorch's on the base shape here, 7.8–8.8× on a larger one, BENCHMARKS.md)
+ * instead of jax-js's wasm kernels. The backward is written out by hand, layer by layer (reverse-mode over the same ops as
  * `../embedded/gpt.ts`), and the loss head is `../embedded/loss.ts`'s closed form: ∂L/∂logits_t =
  * c_t·(onehot_t − softmax_t) with c_t = ∂L/∂lp_t. The weights are graph *inputs* (not initializers), so one session
  * serves every update and no model is rebuilt.
