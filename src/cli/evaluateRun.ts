@@ -20,7 +20,7 @@ import { applyOverrides, readConfigFile } from "../train/configFile.ts";
 import { evaluate, type EvalMode, type EvalRow } from "../train/eval.ts";
 import { evalTasks, recipeContext, setupExperiment, type Setup } from "../train/setup.ts";
 import { evalRow, policyAgent, type SummaryRow } from "../train/summary.ts";
-import { ENV_ARG_HELP, envArg, loadConfig, positiveInt } from "./args.ts";
+import { envArg, loadConfig, positiveInt } from "./args.ts";
 import { consoleReporter, formatTrajectory, recipeTable, summaryTable } from "./format.ts";
 
 /** The tasks and env of `eval`/`rollout` for a recipe with a corpus (QA): its world, or a real QA file with a corpus. */

@@ -8,7 +8,7 @@
  * The arithmetic is float64 per element, stored as float32.
  */
 import type { AdamParams } from "../../core/training.ts";
-import { ADAM_DEFAULTS } from "./optim.ts";
+import { resolveAdamParams } from "./optim.ts";
 
 /** Host training state by parameter name (`paramShapes` order): weights and both Adam moments, each `[size]`. */
 export interface HostAdamState {
@@ -33,12 +33,7 @@ export function hostAdamStep(
   ndim: Map<string, number>,
   adam: AdamParams,
 ): { state: HostAdamState; gradNorm: number; nonFinite: string[] } {
-  const a = { ...ADAM_DEFAULTS, ...Object.fromEntries(Object.entries(adam).filter(([, v]) => v !== undefined)), learningRate: adam.learningRate };
-  if (!(a.learningRate >= 0) || !Number.isFinite(a.learningRate)) throw new Error(`Adam: learningRate must be a finite number ≥ 0, got ${a.learningRate}`);
-  if (!(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1)) throw new Error(`Adam: betas must be in [0, 1), got ${a.beta1}, ${a.beta2}`);
-  if (!(a.eps > 0) || !Number.isFinite(a.eps)) throw new Error(`Adam: eps must be a finite number > 0, got ${a.eps}`);
-  if (!(a.weightDecay >= 0) || !Number.isFinite(a.weightDecay)) throw new Error(`Adam: weightDecay must be a finite number ≥ 0, got ${a.weightDecay}`);
-  if (!(a.gradClip >= 0) || !Number.isFinite(a.gradClip)) throw new Error(`Adam: gradClip must be a finite number ≥ 0 (0 = off), got ${a.gradClip}`);
+  const a = resolveAdamParams(adam);
   let sq = 0;
   for (const g of grads.values()) for (let i = 0; i < g.length; i++) sq += g[i] * g[i];
   const gradNorm = Math.sqrt(sq);

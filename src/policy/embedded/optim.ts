@@ -96,15 +96,7 @@ export async function adamStep<P extends JsTree<Arr>>(
   state: AdamState<P>,
   adam: AdamParams,
 ): Promise<{ params: P; state: AdamState<P>; gradNorm: number; nonFinite: number }> {
-  const a = { ...ADAM_DEFAULTS, ...stripUndefined(adam), learningRate: adam.learningRate };
-  if (!(a.learningRate >= 0)) throw new Error(`Adam: learningRate must be ≥ 0, got ${a.learningRate}`);
-  if (!(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1)) {
-    throw new Error(`Adam: betas must be in [0, 1), got ${a.beta1}, ${a.beta2}`);
-  }
-  if (!(a.eps > 0) || !Number.isFinite(a.eps)) throw new Error(`Adam: eps must be a finite number > 0, got ${a.eps}`);
-  if (!Number.isFinite(a.learningRate)) throw new Error(`Adam: learningRate must be finite, got ${a.learningRate}`);
-  if (!(a.weightDecay >= 0) || !Number.isFinite(a.weightDecay)) throw new Error(`Adam: weightDecay must be a finite number ≥ 0, got ${a.weightDecay}`);
-  if (!(a.gradClip >= 0) || !Number.isFinite(a.gradClip)) throw new Error(`Adam: gradClip must be a finite number ≥ 0 (0 = off), got ${a.gradClip}`);
+  const a = resolveAdamParams(adam);
   const t = state.step + 1;
   const hp = new Float32Array(8);
   hp[HP.lr] = a.learningRate;
@@ -128,6 +120,25 @@ export async function adamStep<P extends JsTree<Arr>>(
     gradNorm,
     nonFinite,
   };
+}
+
+/**
+ * `adam` with `ADAM_DEFAULTS` filled where undefined, checked (shared by the jax-js update here and the host one in
+ * `hostAdam.ts`).
+ * @throws Error when a hyper-parameter is out of range or not finite (lr < 0, betas outside [0, 1), eps ≤ 0,
+ *   weight decay < 0, grad clip < 0)
+ */
+export function resolveAdamParams(adam: AdamParams): { [K in keyof AdamParams]-?: number } {
+  const a = { ...ADAM_DEFAULTS, ...stripUndefined(adam), learningRate: adam.learningRate };
+  if (!(a.learningRate >= 0)) throw new Error(`Adam: learningRate must be ≥ 0, got ${a.learningRate}`);
+  if (!(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1)) {
+    throw new Error(`Adam: betas must be in [0, 1), got ${a.beta1}, ${a.beta2}`);
+  }
+  if (!(a.eps > 0) || !Number.isFinite(a.eps)) throw new Error(`Adam: eps must be a finite number > 0, got ${a.eps}`);
+  if (!Number.isFinite(a.learningRate)) throw new Error(`Adam: learningRate must be finite, got ${a.learningRate}`);
+  if (!(a.weightDecay >= 0) || !Number.isFinite(a.weightDecay)) throw new Error(`Adam: weightDecay must be a finite number ≥ 0, got ${a.weightDecay}`);
+  if (!(a.gradClip >= 0) || !Number.isFinite(a.gradClip)) throw new Error(`Adam: gradClip must be a finite number ≥ 0 (0 = off), got ${a.gradClip}`);
+  return a;
 }
 
 /** The fields of `o` that are defined (so spreading over defaults keeps the defaults). */

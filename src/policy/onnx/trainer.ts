@@ -109,9 +109,7 @@ export class OnnxTrainer {
   /** Final hidden states `[rows·T·D]` (after the last LayerNorm) of one micro-batch. @throws Error as `train` */
   async hidden(weights: Map<string, Float32Array>, chunk: HostChunk): Promise<Float32Array> {
     const session = await this.session("hidden", "hidden");
-    const feeds = this.feeds(weights, chunk);
-    delete feeds.targets;
-    const out = await session.run(feeds);
+    const out = await session.run(this.feeds(weights, chunk, false));
     return out.hidden.data as Float32Array;
   }
 
@@ -122,14 +120,14 @@ export class OnnxTrainer {
     for (const s of all) await (await s).release();
   }
 
-  private feeds(weights: Map<string, Float32Array>, chunk: HostChunk): Record<string, Tensor> {
+  private feeds(weights: Map<string, Float32Array>, chunk: HostChunk, withTargets = true): Record<string, Tensor> {
     const ort = this.ort!;
     const D = this.config.dModel;
     const feeds: Record<string, Tensor> = {};
     for (const [name, data] of weights) feeds[name] = new ort.Tensor("float32", data, this.shapes.get(name)!);
     feeds.x0 = new ort.Tensor("float32", chunk.x0, [chunk.rows, chunk.T, D]);
     feeds.bias = new ort.Tensor("float32", chunk.bias, [chunk.T, chunk.T]);
-    feeds.targets = new ort.Tensor("int64", BigInt64Array.from(chunk.targets, (t) => BigInt(t)), [chunk.rows, chunk.T]);
+    if (withTargets) feeds.targets = new ort.Tensor("int64", BigInt64Array.from(chunk.targets, (t) => BigInt(t)), [chunk.rows, chunk.T]);
     return feeds;
   }
 
