@@ -93,6 +93,31 @@ def train_ms(s, steps):
     return statistics.median(times[2:])
 
 
+def sft_ms(s):
+    """Mean ms per SFT step over s["batches"] (lists of datum lengths) after s["warmup"] of them: each batch padded to
+    its longest datum, pad targets ignored by the loss (ignore_index), one forward per batch."""
+    V, C, D, L, H = s["vocab"], s["context"], s["dModel"], s["nLayers"], s["nHeads"]
+    model = GPT(V, C, D, L, H)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
+    g = torch.Generator().manual_seed(0)
+    times = []
+    for lengths in s["batches"]:
+        T = max(lengths)
+        x = torch.randint(0, V, (len(lengths), T), generator=g)
+        y = torch.randint(0, V, (len(lengths), T), generator=g)
+        for r, n in enumerate(lengths):
+            y[r, n:] = -100
+        t0 = time.perf_counter()
+        logits, _ = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - t0) * 1000)
+    measured = times[s["warmup"]:]
+    return sum(measured) / len(measured)
+
+
 def blas_info():
     """Which BLAS this process really runs: the shared libraries mapped after a matrix product (/proc/self/maps),
     classified (openblas | mkl | blis | reference | unknown), and torch's build config line for BLAS."""
@@ -160,7 +185,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--shapes", required=True, help="JSON list of {name, kind: train|sample, ...shape}")
+    ap.add_argument("--shapes", required=True, help="JSON list of {name, kind: train|sft|sample, ...shape}")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -168,6 +193,8 @@ def main():
     for s in json.loads(a.shapes):
         if s["kind"] == "train":
             out["results"][s["name"]] = {"train_ms": train_ms(s, a.steps)}
+        elif s["kind"] == "sft":
+            out["results"][s["name"]] = {"train_ms": sft_ms(s)}
         else:
             out["results"][s["name"]] = sample(s, max(2, a.steps // 2))
     print(json.dumps(out))

@@ -1,8 +1,8 @@
 /**
  * Benchmark 1: the embedded backend's training step vs PyTorch on the same GPT shapes.
  *
- *   node --import tsx bench/train-step.ts [--only base|small] [--engines onnx,jax] [--steps N] [--no-torch] [--max-wait S] [--retries N]
- *     [--length-bucket N] [--chunk-tokens N]          (ARL_JAX_THREADS=1 for single-threaded jax-js)
+ *   node --import tsx bench/train-step.ts [--only base|small|sft] [--engines onnx,jax] [--steps N] [--no-torch] [--max-wait S]
+ *     [--retries N] [--length-bucket N] [--chunk-tokens N]          (ARL_JAX_THREADS=1 for single-threaded jax-js)
  *
  * Measures forwardBackward (cross_entropy, all tokens weighted) + optimStep (AdamW) at a fixed batch, ms/step (with
  * tokens/s and achieved GFLOP/s in each row's note: the figure pretraining budgets are planned with), the
@@ -10,6 +10,13 @@
  * so one case must not inherit another's). The PyTorch reference (bench/torch_reference.py: the same model, shapes,
  * torch.optim.AdamW; OPENBLAS_NUM_THREADS=1, torch.set_num_threads(<cores>)) runs with Debian's python3-torch and
  * is skipped with a message when no python can import torch — the bench installs nothing.
+ *
+ * SFT rows (issue 31, parts 2–3): warm-start throughput on real demonstrations — the default recipe's (search) and a
+ * long-context tool env's (travel, context 768) — generated as `arl train` generates them, batched by
+ * `lengthGroupedBatches` at the recipe's `sft.batchSize`, micro-batched with the recipe's settings and each trainer's
+ * default length bucket; `SFT_BATCHES` consecutive batches after 2 warm-up ones, ms per step (mean), real
+ * (unpadded) tokens/s and the achieved GFLOP/s on the padded work. PyTorch trains the same batches padded to each
+ * batch's longest datum (a plain PyTorch SFT loop, one forward per batch).
  * Writes bench/results/train-step.json (bench/lib.ts format; speedup = PyTorch ms ÷ our ms).
  */
 import { spawnSync } from "node:child_process";
@@ -19,6 +26,16 @@ import { fileURLToPath } from "node:url";
 import { Rng } from "../src/core/rng.ts";
 import type { Datum } from "../src/core/types.ts";
 import { EmbeddedBackend, type TrainerEngine } from "../src/policy/embedded/backend.ts";
+import { Batcher } from "../src/policy/embedded/batching.ts";
+import { resolveConfig as resolveGpt } from "../src/policy/embedded/gpt.ts";
+import { trainLengthBucket } from "../src/policy/config.ts";
+import { trajectoryToDatum } from "../src/algo/datum.ts";
+import { getRecipe } from "../src/envs/index.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { withRecipeDefaults } from "../src/train/recipeDefaults.ts";
+import { setupExperiment } from "../src/train/setup.ts";
+import { lengthGroupedBatches } from "../src/train/sft.ts";
+import { warmStartDemos } from "../src/train/warmStart.ts";
 import { paramCount, type GPTConfig } from "../src/policy/embedded/gpt.ts";
 import { jaxThreads, relaxedSimd, wasmHeapBytes } from "../src/policy/embedded/jax.ts";
 import { benchResult, blasLabel, flag, benchDir, findTorchPython, median, printResult, torchBlasProblem, waitIdle, withContention, writeResult, type BenchRow, type TorchBlas, measured } from "./lib.ts";
@@ -29,7 +46,7 @@ const steps = Number(flag("--steps") ?? 5);
 const noTorch = args.includes("--no-torch");
 const maxWait = Number(flag("--max-wait") ?? 600);
 const retries = Number(flag("--retries") ?? 3);
-/** EmbeddedBackendOptions.lengthBucket (default 64, the backend's default). */
+/** EmbeddedBackendOptions.lengthBucket of the fixed-shape cases (default 64: a 160-token RL batch pads to 192). */
 const lengthBucket = Number(flag("--length-bucket") ?? 64);
 /** EmbeddedBackendOptions.maxTokensPerChunk (default: the backend's). */
 const chunkTokens = flag("--chunk-tokens") === undefined ? undefined : Number(flag("--chunk-tokens"));
@@ -41,7 +58,12 @@ interface TrainCase {
   gpt: GPTConfig;
   batch: number;
   seq: number;
+  /** SFT case: the recipe whose warm-start demonstrations are trained on (batch/seq unused). */
+  sftEnv?: string;
 }
+
+/** SFT steps measured per SFT case (after 2 warm-up steps). */
+const SFT_BATCHES = 16;
 
 const base: GPTConfig = { vocabSize: 512, contextLength: 256, dModel: 128, nLayers: 4, nHeads: 4 };
 const larger: GPTConfig = { vocabSize: 512, contextLength: 512, dModel: 192, nLayers: 6, nHeads: 6 };
@@ -51,9 +73,45 @@ if (only !== "small") {
   cases.push({ name: "base train 16×256", gpt: base, batch: 16, seq: 256 });
   cases.push({ name: "larger d192 L6 H6 train 8×512", gpt: larger, batch: 8, seq: 512 });
 }
-if (only !== "base") {
+if (only !== "base" && only !== "sft") {
   // Small: the default `arl train` policy (d96 L2 H4) at its RL batch shape.
   cases.push({ name: "small d96 L2 H4 train 64×160", gpt: small(96, 2, 4), batch: 64, seq: 160 });
+}
+if (only === undefined || only === "sft") {
+  // The shapes come from the demonstrations themselves (gpt filled in by sftData).
+  cases.push({ name: "SFT search warm start (d96 L2, 32 demos/step)", gpt: small(96, 2, 4), batch: 0, seq: 0, sftEnv: "search" });
+  cases.push({ name: "SFT travel warm start (d96 L2 ctx 768, 16 demos/step)", gpt: small(96, 2, 4), batch: 0, seq: 0, sftEnv: "travel" });
+}
+
+/**
+ * An SFT case's data, as `arl train --env <env>` makes it: the recipe's demonstrations as datums, the first
+ * `SFT_BATCHES + 2` length-grouped batches of an epoch, the model shape and the recipe's micro-batching config.
+ */
+async function sftData(env: string) {
+  const recipe = getRecipe(env);
+  const config = resolveConfig(withRecipeDefaults({ env: { name: env } }, recipe));
+  const s = setupExperiment(config, recipe);
+  const datums = (await warmStartDemos(s, config)).map((t) => trajectoryToDatum(t, 0));
+  const batches = lengthGroupedBatches(datums, config.sft.batchSize, new Rng(config.run.seed)).slice(0, SFT_BATCHES + 2);
+  if (batches.length < SFT_BATCHES + 2) throw new Error(`${env}: ${batches.length} SFT batches, the bench needs ${SFT_BATCHES + 2}`);
+  return { gpt: s.gpt, batches, policy: config.policy };
+}
+
+/** Padded work per measured SFT step on an engine: rows·T tokens and FLOPs of every micro-batch (throughput's formula). */
+function sftWork(data: Awaited<ReturnType<typeof sftData>>, engine: TrainerEngine) {
+  const policy = { ...data.policy, trainer: engine };
+  const batcher = new Batcher(resolveGpt(data.gpt), { lengthBucket: trainLengthBucket(policy), maxTokensPerChunk: policy.microBatchTokens, padRowsToPow2: engine === "jax" });
+  let real = 0;
+  let padded = 0;
+  let flops = 0;
+  for (const batch of data.batches.slice(2)) {
+    for (const c of batcher.chunks(batch)) {
+      padded += c.rows * c.T;
+      flops += stepFlops(data.gpt, c.rows, c.T);
+    }
+    for (const d of batch) real += d.modelInput.length;
+  }
+  return { realPerStep: real / SFT_BATCHES, paddedPerStep: padded / SFT_BATCHES, flopsPerStep: flops / SFT_BATCHES };
 }
 /** Targets (issue 31): the default engine's speedup over PyTorch per case. */
 const TARGETS: Record<string, number> = { "base train 16×256": 1.5, "larger d192 L6 H6 train 8×512": 1.2 };
@@ -73,6 +131,7 @@ interface Result {
 }
 
 async function benchTrain(c: TrainCase, engine: TrainerEngine): Promise<Result> {
+  if (c.sftEnv !== undefined) return benchSft(c.sftEnv, engine);
   // Default options, as the RL loop uses them: the 64-token length bucket pads a 160-token batch to 192.
   const be = await EmbeddedBackend.create(c.gpt, { seed: 0, lengthBucket, maxTokensPerChunk: chunkTokens, trainerEngine: engine });
   const rng = new Rng(1);
@@ -101,8 +160,39 @@ async function benchTrain(c: TrainCase, engine: TrainerEngine): Promise<Result> 
   return { train_ms: median(total), fb_ms: median(fb), adam_ms: median(ad), compile_ms: compile, heap_mb: wasmHeapBytes() / 2 ** 20 };
 }
 
-function runTorch(py: string, threads: number): { results: Record<string, { train_ms: number }>; blas: TorchBlas } {
-  const shapes = cases.map((c) => ({
+/** An SFT case: the recipe's micro-batching and the engine's default length bucket; mean ms over `SFT_BATCHES` steps. */
+async function benchSft(env: string, engine: TrainerEngine): Promise<Result> {
+  const data = await sftData(env);
+  const policy = { ...data.policy, trainer: engine };
+  const be = await EmbeddedBackend.create(data.gpt, { seed: 0, lengthBucket: trainLengthBucket(policy), maxTokensPerChunk: policy.microBatchTokens, trainerEngine: engine });
+  const fb: number[] = [];
+  const ad: number[] = [];
+  let compile = 0;
+  for (const [i, batch] of data.batches.entries()) {
+    const t0 = performance.now();
+    await be.forwardBackward(batch, "cross_entropy");
+    const t1 = performance.now();
+    await be.optimStep({ learningRate: 1e-3 });
+    const t2 = performance.now();
+    if (i === 0) compile = t2 - t0;
+    if (i >= 2) {
+      fb.push(t1 - t0);
+      ad.push(t2 - t1);
+    }
+  }
+  be.dispose();
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  return { train_ms: mean(fb) + mean(ad), fb_ms: mean(fb), adam_ms: mean(ad), compile_ms: compile, heap_mb: wasmHeapBytes() / 2 ** 20 };
+}
+
+function runTorch(py: string, threads: number, sft: Map<string, Awaited<ReturnType<typeof sftData>>>): { results: Record<string, { train_ms: number }>; blas: TorchBlas } {
+  const shapes = cases.map((c) => {
+    const d = sft.get(c.name);
+    if (d) {
+      // Each batch padded to its longest datum; pad targets are ignored by the loss, as our weights-0 padding.
+      return { name: c.name, kind: "sft", vocab: d.gpt.vocabSize, context: d.gpt.contextLength, dModel: d.gpt.dModel, nLayers: d.gpt.nLayers, nHeads: d.gpt.nHeads, warmup: 2, batches: d.batches.map((b) => b.map((x) => x.modelInput.length)) };
+    }
+    return {
     name: c.name,
     kind: "train",
     vocab: c.gpt.vocabSize,
@@ -113,7 +203,8 @@ function runTorch(py: string, threads: number): { results: Record<string, { trai
     batch: c.batch,
     // PyTorch gets the padded length our backend trains on (the length bucket), so both do the same FLOPs.
     seq: Math.ceil(c.seq / lengthBucket) * lengthBucket,
-  }));
+    };
+  });
   const r = spawnSync(
     py,
     [join(benchDir, "torch_reference.py"), "--threads", String(threads), "--steps", String(steps), "--shapes", JSON.stringify(shapes)],
@@ -146,6 +237,13 @@ async function main(): Promise<void> {
     return;
   }
   const threads = availableParallelism();
+  const sft = new Map<string, Awaited<ReturnType<typeof sftData>>>();
+  for (const c of cases) {
+    if (c.sftEnv === undefined) continue;
+    const d = await sftData(c.sftEnv);
+    sft.set(c.name, d);
+    c.gpt = d.gpt;
+  }
   console.log(`embedded backend: engines ${ENGINES.join(", ")} (onnx: onnxruntime-node, ${threads} intra-op threads; jax: jax-js wasm, ${jaxThreads} thread(s), relaxed SIMD ${relaxedSimd ? "on" : "off"}); ${cases.length} case(s)`);
   const ours: Record<string, Record<string, Result>> = {};
   /** Share of the CPUs other processes used during each case (timings are noisy above ~10 %). */
@@ -179,7 +277,7 @@ async function main(): Promise<void> {
   if (noTorch) torchNote = "skipped (--no-torch)";
   else if (!py) torchNote = "skipped: no /usr/bin/python3 or python3 can import torch (Debian: apt install python3-torch libopenblas0-pthread)";
   else {
-    const r = await measuredHere(() => runTorch(py, threads));
+    const r = await measuredHere(() => runTorch(py, threads, sft));
     blas = r.value.blas;
     const problem = torchBlasProblem(blas);
     if (problem) torchNote = `refused: ${problem}`;
@@ -219,7 +317,7 @@ async function main(): Promise<void> {
         met: target !== undefined && speedup !== null ? speedup >= target : null,
         reason: target !== undefined && speedup !== null && speedup < target ? missReason(o) : undefined,
         note:
-          `${throughput(c, o.train_ms)}; fwd+bwd ${o.fb_ms.toFixed(0)} + Adam ${o.adam_ms.toFixed(0)} ms; first step ${(o.compile_ms / 1000).toFixed(1)} s` +
+          `${sft.has(c.name) ? sftThroughput(sft.get(c.name)!, engine, o.train_ms) : throughput(c, o.train_ms)}; fwd+bwd ${o.fb_ms.toFixed(0)} + Adam ${o.adam_ms.toFixed(0)} ms; first step ${(o.compile_ms / 1000).toFixed(1)} s` +
           (engine === "jax" ? ` (jit); wasm heap ${o.heap_mb?.toFixed(0)} MB` : " (session build)") +
           `; other processes used ${((busy[`${engine}:${c.name}`] ?? 0) * 100).toFixed(0)} % CPU`,
       });
@@ -240,16 +338,27 @@ async function main(): Promise<void> {
 }
 
 /**
- * Tokens/s and achieved GFLOP/s of a step: FLOPs = 6·N·(12·L·D² + V·D) for the weight products (forward 2, backward
- * 4 per multiply-add; the tied head included) + 12·B·L·T²·D for attention's two products (q·kᵀ and p·v, forward and
- * backward, the masked half counted: the kernels compute it), N = B·T trained tokens (T = the padded length).
+ * FLOPs of one training step on a padded `[rows, T]` micro-batch: 6·N·(12·L·D² + V·D) for the weight products
+ * (forward 2, backward 4 per multiply-add; the tied head included; mlpRatio 4) + 12·rows·L·T²·D for attention's two
+ * products (q·kᵀ and p·v, forward and backward, the masked half counted: the kernels compute it), N = rows·T.
  */
+function stepFlops(gpt: GPTConfig, rows: number, T: number): number {
+  const { vocabSize: V, dModel: D, nLayers: L } = gpt;
+  return 6 * rows * T * (12 * L * D * D + V * D) + 12 * rows * L * T * T * D;
+}
+
+/** Tokens/s and achieved GFLOP/s of a fixed-shape step (T = the padded length). */
 function throughput(c: TrainCase, trainMs: number): string {
-  const { vocabSize: V, dModel: D, nLayers: L } = c.gpt;
   const T = Math.min(c.gpt.contextLength, Math.ceil(c.seq / lengthBucket) * lengthBucket);
   const N = c.batch * T;
-  const flops = 6 * N * (12 * L * D * D + V * D) + 12 * c.batch * L * T * T * D;
-  return `${Math.round(N / (trainMs / 1000)).toLocaleString("en-US")} tok/s, ${(flops / (trainMs / 1000) / 1e9).toFixed(1)} GFLOP/s`;
+  return `${Math.round(N / (trainMs / 1000)).toLocaleString("en-US")} tok/s, ${(stepFlops(c.gpt, c.batch, T) / (trainMs / 1000) / 1e9).toFixed(1)} GFLOP/s`;
+}
+
+/** An SFT row's note: real (unpadded) tokens/s, the share of computed tokens that are real, GFLOP/s on the padded work. */
+function sftThroughput(data: Awaited<ReturnType<typeof sftData>>, engine: TrainerEngine, trainMs: number): string {
+  const w = sftWork(data, engine);
+  const s = trainMs / 1000;
+  return `${Math.round(w.realPerStep / s).toLocaleString("en-US")} real tok/s (${Math.round(w.realPerStep)} per step, ${((100 * w.realPerStep) / w.paddedPerStep).toFixed(0)} % of the computed tokens), ${(w.flopsPerStep / s / 1e9).toFixed(1)} GFLOP/s`;
 }
 
 /** Why the default engine misses its target on a case: where its step time goes. */

@@ -94,10 +94,12 @@ describe("arl train --agent", () => {
     const cfg = (...a: string[]) => {
       const r = arl("train", "--agent", "true", "--print-config", ...a);
       expect(r.status, r.stderr).toBe(0);
-      return JSON.parse(r.stdout) as { run: { name: string }; policy: { contextLength: number; lengthBucket: number }; sft: { steps: number }; rl: { steps: number; tasksPerStep: number; groupSize: number }; reward: { preset: string } };
+      return JSON.parse(r.stdout) as { run: { name: string }; policy: { contextLength: number; lengthBucket?: number; jaxLengthBucket: number }; sft: { steps: number }; rl: { steps: number; tasksPerStep: number; groupSize: number }; reward: { preset: string } };
     };
     const d = cfg("--rl.steps", "7");
-    expect([d.run.name, d.policy.contextLength, d.policy.lengthBucket, d.sft.steps, d.rl.tasksPerStep, d.rl.groupSize, d.reward.preset]).toEqual(["agent", 512, 256, 1000, 8, 8, "outcome-only"]);
+    // The jax-js trainer's coarse bucket only; the onnx trainer's is its own default (16, policy.lengthBucket unset).
+    expect(d.policy.lengthBucket).toBeUndefined();
+    expect([d.run.name, d.policy.contextLength, d.policy.jaxLengthBucket, d.sft.steps, d.rl.tasksPerStep, d.rl.groupSize, d.reward.preset]).toEqual(["agent", 512, 256, 1000, 8, 8, "outcome-only"]);
     expect(d.rl.steps).toBe(7); // a flag wins over the default
     const s = cfg("--smoke");
     expect([s.run.name, s.policy.contextLength, s.sft.steps]).toEqual(["smoke-agent", 512, 4]);

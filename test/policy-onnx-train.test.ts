@@ -5,7 +5,10 @@ import { describe, expect, it } from "vitest";
 import type { LossConfig, LossFnName } from "../src/core/training.ts";
 import type { Datum } from "../src/core/types.ts";
 import { Rng } from "../src/core/rng.ts";
-import { EmbeddedBackend } from "../src/policy/embedded/backend.ts";
+import { DEFAULT_LENGTH_BUCKET, EmbeddedBackend } from "../src/policy/embedded/backend.ts";
+import { Batcher } from "../src/policy/embedded/batching.ts";
+import { resolveConfig as resolveGpt } from "../src/policy/embedded/gpt.ts";
+import { ONNX_LENGTH_BUCKET, PolicyConfig, trainLengthBucket } from "../src/policy/config.ts";
 
 const GPT = { vocabSize: 40, contextLength: 48, dModel: 32, nLayers: 2, nHeads: 4 };
 
@@ -97,5 +100,45 @@ describe("onnx trainer vs jax-js trainer", () => {
     const [r1, r2] = [await run(), await run()];
     expect(r1).toEqual(r2);
     expect(r1.losses[7]).toBeLessThan(r1.losses[0] - 0.3);
+  });
+
+  it("padding changes nothing: another length bucket and micro-batch size give the same loss and gradients", async () => {
+    // The onnx trainer pads to fine buckets without power-of-two rows (src/policy/embedded/batching.ts); padded
+    // positions carry weight 0 and sit after each row's tokens, so causally they cannot reach a real token.
+    const fine = new EmbeddedBackend(GPT, { seed: 3, trainerEngine: "onnx" });
+    const coarse = new EmbeddedBackend(GPT, { seed: 3, trainerEngine: "onnx", lengthBucket: 48, maxTokensPerChunk: 96 });
+    const datums = batch(5);
+    const a = await fine.forwardBackward(datums, "ppo", { clipLow: 0.1, clipHigh: 0.15 });
+    const b = await coarse.forwardBackward(datums, "ppo", { clipLow: 0.1, clipHigh: 0.15 });
+    expect(Math.abs(a.loss - b.loss)).toBeLessThan(1e-5 * Math.max(1, Math.abs(b.loss)));
+    const worst = relErr((await fine.pendingGradients())!, (await coarse.pendingGradients())!);
+    expect(worst.err, worst.name).toBeLessThan(1e-5);
+    fine.dispose();
+    coarse.dispose();
+  });
+});
+
+describe("micro-batching per trainer", () => {
+  const cfg = resolveGpt({ ...GPT, contextLength: 256 });
+  const datums: Datum[] = [70, 65, 40, 33, 20].map((n) => ({ modelInput: new Array<number>(n).fill(1), targetTokens: new Array<number>(n).fill(1), weights: new Array<number>(n).fill(1) }));
+
+  it("the onnx trainer pads lengths to 16 and never pads rows; jax-js pads to 64 and the last rows to a power of two", () => {
+    const onnx = new Batcher(cfg, { lengthBucket: DEFAULT_LENGTH_BUCKET.onnx, maxTokensPerChunk: 320, padRowsToPow2: false });
+    expect(onnx.chunks(datums).map((c) => [c.T, c.rows, c.ids.length])).toEqual([[80, 4, 4], [32, 1, 1]]);
+    const jax = new Batcher(cfg, { lengthBucket: DEFAULT_LENGTH_BUCKET.jax, maxTokensPerChunk: 640 });
+    // 640 / 128 = 5 rows fit: one full chunk.
+    expect(jax.chunks(datums).map((c) => [c.T, c.rows])).toEqual([[128, 5]]);
+    expect(jax.chunks(datums.slice(0, 3)).map((c) => [c.T, c.rows])).toEqual([[128, 4]]);
+  });
+
+  it("policy.lengthBucket when set, else 16 (onnx) or policy.jaxLengthBucket (jax-js)", () => {
+    expect(ONNX_LENGTH_BUCKET).toBe(DEFAULT_LENGTH_BUCKET.onnx);
+    const p = (o: Record<string, unknown>) => trainLengthBucket(PolicyConfig.parse(o));
+    expect(p({})).toBe(16);
+    expect(p({ trainer: "jax" })).toBe(64);
+    expect(p({ trainer: "jax", jaxLengthBucket: 128 })).toBe(128);
+    expect(p({ jaxLengthBucket: 128 })).toBe(16);
+    expect(p({ trainer: "jax", lengthBucket: 32, jaxLengthBucket: 128 })).toBe(32);
+    expect(p({ lengthBucket: 32 })).toBe(32);
   });
 });

@@ -43,7 +43,7 @@ export function loadConfig(file: string | undefined, smoke: boolean, overrides: 
     // `--agent`: its measured defaults under the file; `--smoke` keeps the context an agent's calls need.
     raw = withDefaults(raw, AGENT_DEFAULTS);
     if (envName !== undefined) raw = applyOverrides(raw, { "env.name": envName });
-    if (smoke) raw = applyOverrides(raw, { ...SMOKE_OVERRIDES, "run.name": "smoke-agent", "policy.contextLength": AGENT_DEFAULTS["policy.contextLength"]!, "policy.lengthBucket": "64" });
+    if (smoke) raw = applyOverrides(raw, { ...SMOKE_OVERRIDES, "run.name": "smoke-agent", "policy.contextLength": AGENT_DEFAULTS["policy.contextLength"]!, "policy.jaxLengthBucket": "64" });
     return resolveConfig(applyOverrides(raw, overrides));
   }
   const name = envName ?? overrides["env.name"] ?? envNameOf(raw);

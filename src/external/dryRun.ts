@@ -8,6 +8,7 @@ import { startGateway } from "../gateway/server.ts";
 import { emCheck } from "../reward/em.ts";
 import { rewardConfigOf } from "../reward/config.ts";
 import { ConfigError, type ExperimentConfig } from "../train/config.ts";
+import { trainLengthBucket } from "../policy/config.ts";
 import { silentReporter } from "../train/reporter.ts";
 import { resumeIntent } from "../train/resume.ts";
 import { lockHolder } from "../train/runDir.ts";
@@ -53,7 +54,7 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
   }
   const lines = [
     `world: ${instance.describe()}, ${world.train.length} train / ${instance.test.length} held-out questions (${evalTasks({ instance }, config).length} evaluated)`,
-    `tokenizer: ${tokenizer.vocabSize} tokens${options.warmStart !== undefined ? ` from ${options.warmStart}` : config.policy.backend === "tinker" ? ` from ${config.policy.tinker.tokenizer}` : " (the world's words and the chat template's)"}; context ${config.policy.contextLength}, training lengths padded to multiples of ${config.policy.lengthBucket}`,
+    `tokenizer: ${tokenizer.vocabSize} tokens${options.warmStart !== undefined ? ` from ${options.warmStart}` : config.policy.backend === "tinker" ? ` from ${config.policy.tinker.tokenizer}` : " (the world's words and the chat template's)"}; context ${config.policy.contextLength}, training lengths padded to multiples of ${trainLengthBucket(config.policy)}`,
     `warm start: ${options.warmStart !== undefined ? `from ${options.warmStart}` : `${config.sft.steps} SFT steps on teacher demonstrations (${config.sft.counterfactualWorlds} counterfactual worlds)`}; RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} tasks × ${config.rl.groupSize} rollouts over the real world and ${config.rl.counterfactualWorlds} counterfactual ones`,
     `reward: ${Object.entries(rewardConfigOf(config).weights).map(([t, w]) => `${t} ${w}`).join(", ")} (unless the agent reports its own); held-out success: EM graded by the trainer`,
   ];

@@ -13,6 +13,7 @@ import { detectFamily, type TinkerServerFamily } from "../policy/tinker/families
 import type { TrainingBackend } from "../core/training.ts";
 import { tinkerFamilyProblem } from "./backendAlgorithm.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
+import { trainLengthBucket } from "../policy/config.ts";
 
 /**
  * A new backend as the config asks: embedded (fresh weights of `gpt` from `run.seed`, sampling on the
@@ -29,7 +30,7 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
       samplerEngine: config.policy.sampler,
       trainerEngine: config.policy.trainer,
       maxTokensPerChunk: config.policy.microBatchTokens,
-      lengthBucket: config.policy.lengthBucket,
+      lengthBucket: trainLengthBucket(config.policy),
     });
     if (from) await backend.load(from);
     return backend;

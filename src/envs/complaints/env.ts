@@ -105,7 +105,7 @@ export const complaintsRecipe: EnvRecipe<ComplaintQuestion> = defineToolRecipe({
   defaults: {
     "policy.contextLength": "384",
     "policy.microBatchTokens": "3072",
-    "policy.lengthBucket": "64",
+    "policy.jaxLengthBucket": "64",
     "reward.preset": "tool-env",
     "env.maxTurns": "6",
     "env.maxObservationTokens": "96",

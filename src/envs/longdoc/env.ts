@@ -97,7 +97,7 @@ export const longdocRecipe: EnvRecipe<HandbookQuestion> = defineToolRecipe({
   defaults: {
     "policy.contextLength": "224",
     "policy.microBatchTokens": "3072",
-    "policy.lengthBucket": "32",
+    "policy.jaxLengthBucket": "32",
     "reward.preset": "tool-env",
     "env.maxTurns": "6",
     "env.maxObservationTokens": "32",

@@ -129,7 +129,7 @@ export const researchRecipe: EnvRecipe<ResearchQuestion> = defineToolRecipe({
   defaults: {
     "policy.contextLength": "576",
     "policy.microBatchTokens": "1728",
-    "policy.lengthBucket": "192",
+    "policy.jaxLengthBucket": "192",
     "reward.preset": "tool-env",
     // The tool-env preset prices each call beyond the group's leanest success (needless_calls 0.05); here the leanest
     // success of a question whose industry news states no reason skips the news. A stage's reasons are unknown until

@@ -112,7 +112,7 @@ function actionTexts(task: Task<TravelRequest>, world: TravelWorld, protocol: Pr
 /**
  * The travel recipe: `arl train --env travel`. Defaults sized from the token measurements of the README (hermes, the
  * fixed system prompt as one token): context window 768 (every demonstration measured, max 655), micro-batches of
- * 1536 tokens in length buckets of 128 (the embedded wasm heap's estimate ≈ 3 GiB), 8 turns, observations ≤ 128
+ * 1536 tokens (with the jax-js trainer in length buckets of 128: its wasm heap's estimate ≈ 3 GiB), 8 turns, observations ≤ 128
  * tokens, turns ≤ 64 tokens, the `tool-env` reward preset; the training budget fits `arl train --env travel` in
  * ≈ 20 minutes on 2 cores (README).
  */
@@ -123,7 +123,7 @@ export const travelRecipe: EnvRecipe<TravelRequest> = defineToolRecipe({
   defaults: {
     "policy.contextLength": "768",
     "policy.microBatchTokens": "1536",
-    "policy.lengthBucket": "128",
+    "policy.jaxLengthBucket": "128",
     "reward.preset": "tool-env",
     "env.maxTurns": "8",
     "env.maxObservationTokens": "128",

@@ -20,6 +20,7 @@ import { nonFiniteLeaves, readState, stateTensors } from "./state.ts";
 import { valueHeadCritic } from "./value.ts";
 import { OnnxSampler, type OnnxSamplerOptions } from "../onnx/sampler.ts";
 import { OnnxTrainer } from "../onnx/trainer.ts";
+import { ONNX_LENGTH_BUCKET } from "../config.ts";
 import { addInto, lossMetrics, onnxForwardBackward, zerosLike, type LossPlanned } from "./hostEngine.ts";
 import { BatchedSampler, type WeightsSnapshot } from "./batchedSampler.ts";
 import { EmbeddedSampler, type SamplerOptions } from "./sampler.ts";
@@ -30,11 +31,14 @@ type Arr = np.Array;
 export interface EmbeddedBackendOptions {
   /** Seed of the deterministic parameter initialisation. */
   seed: number;
-  /** Padded sequence lengths are rounded up to a multiple of this (tokens; default 64) to bound recompiles. */
+  /**
+   * Padded sequence lengths are rounded up to a multiple of this (tokens; default {@link DEFAULT_LENGTH_BUCKET} of
+   * the trainer: 64 for jax-js, whose every shape is a compile and a buffer set; 16 for onnx, where it only sets padding).
+   */
   lengthBucket?: number;
   /**
    * Tokens per micro-batch (rows × padded length; default 3072). A full micro-batch at padded length T has
-   * ⌊budget/T⌋ rows; the last one of a call is padded to a power of two rows. Keeping rows × T constant matters
+   * ⌊budget/T⌋ rows; with the jax-js trainer the last one of a call is padded to a power of two rows. Keeping rows × T constant matters
    * for memory: jax-js allocates every intermediate of a compiled program at once and reuses freed memory only
    * for buffers of the same size, so equal token counts let programs of different lengths share buffers.
    */
@@ -69,6 +73,12 @@ export const TRAINER_ENGINES: readonly TrainerEngine[] = ["jax", "onnx"];
 /** The sampling engines of the embedded backend (see `EmbeddedBackendOptions.samplerEngine`). */
 export type SamplerEngine = "jax" | "onnx";
 /** Every `SamplerEngine`, for validation messages. */
+/**
+ * Each trainer's default `lengthBucket` (tokens): jax-js 64 (each padded shape is a compiled program with its own
+ * buffers in the 4 GiB wasm heap); onnx {@link ONNX_LENGTH_BUCKET} (no compile per shape: the bucket only sets padding).
+ */
+export const DEFAULT_LENGTH_BUCKET: Readonly<Record<TrainerEngine, number>> = { jax: 64, onnx: ONNX_LENGTH_BUCKET };
+
 export const SAMPLER_ENGINES: readonly SamplerEngine[] = ["jax", "onnx"];
 
 const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo"];
@@ -123,7 +133,6 @@ export class EmbeddedBackend implements TrainingBackend {
     this.wteHost = data.get("wte")!;
     this.wpeHost = data.get("wpe")!;
     this.adam = adamInit(this.params);
-    this.batcher = new Batcher(this.config, { lengthBucket: opts.lengthBucket ?? 64, maxTokensPerChunk: opts.maxTokensPerChunk ?? 3072 });
     this.logprobProgram = makeLogprobProgram(this.config.nHeads);
     const engine = opts.samplerEngine ?? "jax";
     if (!SAMPLER_ENGINES.includes(engine)) {
@@ -133,6 +142,11 @@ export class EmbeddedBackend implements TrainingBackend {
     if (!TRAINER_ENGINES.includes(trainer)) {
       throw new Error(`unknown trainerEngine "${trainer}" (expected ${TRAINER_ENGINES.join(", ")})`);
     }
+    this.batcher = new Batcher(this.config, {
+      lengthBucket: opts.lengthBucket ?? DEFAULT_LENGTH_BUCKET[trainer],
+      maxTokensPerChunk: opts.maxTokensPerChunk ?? 3072,
+      padRowsToPow2: trainer === "jax",
+    });
     this.onnxTrainer = trainer === "onnx" ? new OnnxTrainer(this.config, { threads: opts.trainerThreads }) : null;
     this.ndim = new Map(paramShapes(this.config).map(([name, shape]) => [name, shape.length]));
     if (this.onnxTrainer) this.host = { step: 0, weights: data, m: zerosLike(data), v: zerosLike(data) };

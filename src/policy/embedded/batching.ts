@@ -1,7 +1,10 @@
 /**
- * How the embedded backend feeds a batch of datums to its compiled programs: validation, micro-batches of similar
- * length within a token budget (padded to bucketed lengths and power-of-two row counts, so a run compiles only a
- * handful of program shapes), host-side embedding gathers, and unpacking per-token outputs back to datum order.
+ * How the embedded backend feeds a batch of datums to its trainer: validation, micro-batches of similar length
+ * within a token budget, host-side embedding gathers, and unpacking per-token outputs back to datum order. For the
+ * jax-js trainer, lengths are padded to coarse buckets and row counts to powers of two, so a run compiles only a
+ * handful of program shapes; the onnx trainer takes any shape, so it pads only to a fine bucket (padding is all the
+ * bucket decides there: the travel warm start's demonstrations are 85 % real tokens at bucket 128 with power-of-two
+ * rows, 97 % at bucket 16 without; search's 48 % → 76 %).
  */
 import type { Datum } from "../../core/types.ts";
 import { causalBias, embedRows, type GPTConfig } from "./gpt.ts";
@@ -28,6 +31,11 @@ export interface BatcherOptions {
   lengthBucket: number;
   /** Tokens per micro-batch (rows × padded length). */
   maxTokensPerChunk: number;
+  /**
+   * Pad a call's last, partial micro-batch to a power-of-two row count (default true: the jax-js trainer compiles
+   * one program per shape; the onnx trainer sets false, padded rows would be computed for nothing).
+   */
+  padRowsToPow2?: boolean;
 }
 
 /** Packs datums into padded device arrays for one model shape (see the file comment). */
@@ -91,7 +99,8 @@ export class Batcher {
       const full = Math.max(1, Math.floor(this.options.maxTokensPerChunk / T));
       const ids = order.slice(k, k + full);
       k += ids.length;
-      out.push({ ids, T, rows: ids.length === full ? full : Math.min(full, nextPow2(ids.length)) });
+      const pad = this.options.padRowsToPow2 ?? true;
+      out.push({ ids, T, rows: ids.length === full || !pad ? ids.length : Math.min(full, nextPow2(ids.length)) });
     }
     return out;
   }

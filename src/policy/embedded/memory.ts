@@ -5,7 +5,7 @@
  */
 import { totalmem } from "node:os";
 import type { GPTConfig } from "./gpt.ts";
-import type { PolicySection } from "../config.ts";
+import { trainLengthBucket, type PolicySection } from "../config.ts";
 
 /**
  * What the memory check reads of an experiment config (any `ExperimentConfig` is one): the policy section, the rows
@@ -195,7 +195,7 @@ export function embeddedMemoryShape(config: EmbeddedMemoryConfig, vocabSize: num
     reference: config.rl.klCoef > 0 || (config.detectors.enabled && config.detectors.referenceKl),
     sampleRows: Math.min(256, 2 ** Math.ceil(Math.log2(rows))),
     trainTokens: p.microBatchTokens,
-    lengthBucket: p.lengthBucket,
+    lengthBucket: trainLengthBucket(p),
   };
 }
 
