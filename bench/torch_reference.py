@@ -94,24 +94,30 @@ def train_ms(s, steps):
 
 
 def sft_ms(s):
-    """Mean ms per SFT step over s["batches"] (lists of datum lengths) after s["warmup"] of them: each batch padded to
-    its longest datum, pad targets ignored by the loss (ignore_index), one forward per batch."""
+    """Mean ms per SFT step over s["steps"] after s["warmup"] of them. Each step is a list of micro-batches
+    {"T": padded length, "lengths": [datum lengths]} — the embedded trainer's own chunks, so both do the same FLOPs —
+    with gradients accumulated over them and one AdamW step; pad targets ignored (ignore_index), the loss the mean
+    over the step's real tokens."""
     V, C, D, L, H = s["vocab"], s["context"], s["dModel"], s["nLayers"], s["nHeads"]
     model = GPT(V, C, D, L, H)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
     g = torch.Generator().manual_seed(0)
     times = []
-    for lengths in s["batches"]:
-        T = max(lengths)
-        x = torch.randint(0, V, (len(lengths), T), generator=g)
-        y = torch.randint(0, V, (len(lengths), T), generator=g)
-        for r, n in enumerate(lengths):
-            y[r, n:] = -100
+    for step in s["steps"]:
+        chunks = []
+        for c in step:
+            x = torch.randint(0, V, (len(c["lengths"]), c["T"]), generator=g)
+            y = torch.randint(0, V, (len(c["lengths"]), c["T"]), generator=g)
+            for r, n in enumerate(c["lengths"]):
+                y[r, n:] = -100
+            chunks.append((x, y))
+        real = sum(sum(c["lengths"]) for c in step)
         t0 = time.perf_counter()
-        logits, _ = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        for x, y in chunks:
+            logits, _ = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1), ignore_index=-100, reduction="sum") / real
+            loss.backward()
         opt.step()
         times.append((time.perf_counter() - t0) * 1000)
     measured = times[s["warmup"]:]

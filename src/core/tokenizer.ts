@@ -21,6 +21,8 @@ export interface Tokenizer {
   /**
    * Text → ids `[tokens]`, with no BOS/EOS added. Never throws. Word-level: unknown words map to the unknown token;
    * byte-level BPE: every string has an encoding, and special-token strings in the text become their single ids.
+   * Must be a pure function of `text` for the tokenizer's lifetime, as must `promptTokens` (the rollout engine
+   * remembers the ids of prompts and observations).
    */
   encode(text: string): number[];
   /**
