@@ -101,3 +101,23 @@ describe("arl train --resume after SIGKILL (smoke configuration, 6 RL steps, a c
     expect(r.err).toContain("run.seed: the run folder has 0, this command has 3");
   });
 });
+
+describe("checkSameConfig and the per-trainer length bucket", () => {
+  it("compares the bucket each trainer applies: a folder naming 64 resumes under jax-js, not under onnx (16 now)", async () => {
+    const { checkSameConfig } = await import("../src/train/resume.ts");
+    const { resolveConfig } = await import("../src/train/config.ts");
+    const { writeFileSync } = await import("node:fs");
+    const dir = mkdtempSync(join(tmpdir(), "arl-bucket-"));
+    try {
+      const file = join(dir, "config.json");
+      // A run folder written before the per-trainer defaults: the bucket spelled out.
+      writeFileSync(file, JSON.stringify({ policy: { trainer: "jax", lengthBucket: 64 } }));
+      expect(() => checkSameConfig(file, resolveConfig({ policy: { trainer: "jax" } }))).not.toThrow();
+      writeFileSync(file, JSON.stringify({ policy: { lengthBucket: 64 } }));
+      expect(() => checkSameConfig(file, resolveConfig({}))).toThrow("policy.lengthBucket: the run folder has 64, this command has 16");
+      expect(() => checkSameConfig(file, resolveConfig({ policy: { lengthBucket: 64 } }))).not.toThrow();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -9,6 +9,7 @@ import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import type { Tokenizer } from "../core/tokenizer.ts";
 import { checkpointProblem, lastGoodCheckpoint, type ResumePoint } from "./checkpoint.ts";
 import { ConfigError, resolveConfig, type ExperimentConfig } from "./config.ts";
+import { trainLengthBucket } from "../policy/config.ts";
 import { readConfigFile } from "./configFile.ts";
 import type { Reporter } from "./reporter.ts";
 import { RunDir } from "./runDir.ts";
@@ -41,8 +42,10 @@ export function checkSameConfig(file: string, config: ExperimentConfig): void {
   } catch (e) {
     throw new ConfigError([`${file}: the run folder's config no longer validates (${(e as Error).message.replace(/\n/g, "; ")})`]);
   }
-  const a = leaves(JSON.parse(JSON.stringify(saved)));
-  const b = leaves(JSON.parse(JSON.stringify(config)));
+  // The length bucket as each trainer applies it (a folder written before it had per-trainer defaults names it).
+  const effective = (c: ExperimentConfig) => ({ ...c, policy: { ...c.policy, lengthBucket: trainLengthBucket(c.policy) } });
+  const a = leaves(JSON.parse(JSON.stringify(effective(saved))));
+  const b = leaves(JSON.parse(JSON.stringify(effective(config))));
   const diffs = [...new Set([...a.keys(), ...b.keys()])]
     .filter((k) => k !== "run.dir" && k !== "run.name") // where the folder is, not what it trains (a moved run resumes)
     .filter((k) => a.get(k) !== b.get(k))
