@@ -97,10 +97,18 @@ export function benchResult(run: { script: string; args: readonly string[] }, r:
   return { bench: r.bench, title: r.title, date: new Date().toISOString(), command, machine: machine(), reference: r.reference, rows: r.rows, contention: r.contention, extra: r.extra };
 }
 
-/** Writes `bench/results/<r.bench>.json` and returns its path. */
-export function writeResult(r: BenchResult): string {
-  mkdirSync(resultsDir, { recursive: true });
-  const file = join(resultsDir, `${r.bench}.json`);
+/** Where a partial run's results go when `ARL_BENCH_RESULTS` is unset: beside the quick suite's, never over bench/results/. */
+export const partialResultsDir: string = join(benchDir, "results-quick");
+
+/**
+ * Writes `<resultsDir>/<r.bench>.json` and returns its path. `partial`: the run measured a subset (`--only`, other
+ * engines, no reference…), so unless `ARL_BENCH_RESULTS` names a folder it goes to bench/results-quick/ and the
+ * committed full results stay whole (a new-user pass found `--only sft` had cut train-step.json to 2 of 10 rows).
+ */
+export function writeResult(r: BenchResult, partial = false): string {
+  const dir = partial && !process.env.ARL_BENCH_RESULTS ? partialResultsDir : resultsDir;
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${r.bench}.json`);
   writeFileSync(file, JSON.stringify(r, null, 1) + "\n");
   return file;
 }

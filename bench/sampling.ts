@@ -254,7 +254,8 @@ async function main(): Promise<void> {
       contention,
     },
   });
-  const file = writeResult(result);
+  // A subset of the full run never replaces the committed results (bench/lib.ts writeResult).
+  const file = writeResult(result, only !== undefined || engines.join(",") !== "jax,onnx" || noTorch);
   printResult(result);
   console.log(`wrote ${file}`);
 }

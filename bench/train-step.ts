@@ -348,7 +348,9 @@ async function main(): Promise<void> {
     extra: { failed, ours: { engines: ENGINES, jaxThreads, relaxedSimd, lengthBucket, chunkTokens: chunkTokens ?? null, results: ours }, torch, blas, cases },
   });
   printResult(result);
-  console.log(`wrote ${writeResult(result)}`);
+  // A subset of the full run (cases, engines, reference or batching changed) never replaces the committed results.
+  const partial = only !== undefined || ENGINES.join(",") !== "onnx,jax" || noTorch || ["--steps", "--length-bucket", "--chunk-tokens"].some((f) => flag(f) !== undefined);
+  console.log(`wrote ${writeResult(result, partial)}${partial ? " (a partial run: bench/results/ untouched)" : ""}`);
 }
 
 /**

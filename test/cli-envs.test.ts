@@ -59,7 +59,9 @@ describe("arl envs / --env", () => {
     const r = arl("train", "--env", "travel", "--dry-run", "--run.dir", dir);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain("env travel (hermes)");
-    expect(r.out).toMatch(/memory: a long run can grow the embedded backend's wasm heap to ≈ [\d.]+ [MG]iB/);
+    expect(r.out).toMatch(/memory: training needs ≈ [\d.]+ [MG]iB of native memory \(onnx trainer: a \d+-token micro-batch at length \d+/);
+    const jax = arl("train", "--env", "travel", "--dry-run", "--run.dir", dir, "--policy.trainer", "jax");
+    expect(jax.out).toMatch(/memory: a long run can grow the embedded backend's wasm heap to ≈ [\d.]+ [MG]iB/);
     expect(r.out).toContain("(new)");
   });
 

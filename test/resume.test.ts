@@ -116,6 +116,10 @@ describe("checkSameConfig and the per-trainer length bucket", () => {
       writeFileSync(file, JSON.stringify({ policy: { lengthBucket: 64 } }));
       expect(() => checkSameConfig(file, resolveConfig({}))).toThrow("policy.lengthBucket: the run folder has 64, this command has 16");
       expect(() => checkSameConfig(file, resolveConfig({ policy: { lengthBucket: 64 } }))).not.toThrow();
+      // jaxLengthBucket feeds only the jax-js trainer's default: no refusal for it under onnx.
+      writeFileSync(file, JSON.stringify({}));
+      expect(() => checkSameConfig(file, resolveConfig({ policy: { jaxLengthBucket: 128 } }))).not.toThrow();
+      expect(() => checkSameConfig(file, resolveConfig({ policy: { trainer: "jax", jaxLengthBucket: 128 } }))).toThrow("policy.lengthBucket: the run folder has 16, this command has 128");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -6,6 +6,7 @@ import type { SampleOptions, SampledSequence, SamplingClient } from "../src/core
 import { assertTrajectory, trajectoryToDatum } from "../src/algo/datum.ts";
 import { forcedTextFor } from "../src/train/eval.ts";
 import { retriever, tok } from "./toy-search.ts";
+import { WordTokenizer } from "../src/policy/tokenizer.ts";
 
 const makeEnv = () => new SearchEnv({ retriever, topK: 1, maxTurns: 3 });
 const task = { id: "t1", question: "what is the capital of france ?", answers: ["paris"], kind: "single-hop", known: false };
@@ -76,6 +77,18 @@ describe("rollout token books", () => {
     expect(traj.turns[0].action.type).toBe("invalid");
     expect(traj.answer).toBe("paris");
     assertTrajectory(traj);
+  });
+
+  it("a word tokenizer's cut observation keeps a closing text it decodes with its own spacing (hermes)", () => {
+    // `<|im_start|>assistant` decodes as `<|im_start|> assistant`: the close must still be found (it was not before).
+    const close = "\n</tool_response><|im_end|>\n<|im_start|>assistant\n";
+    const wt = WordTokenizer.fromTexts(["blue code item filler"], ["<tool_response>", "</tool_response>", "<|im_end|>", "<|im_start|>"]);
+    const obsIds = wt.encode(`<tool_response>\n${"filler ".repeat(200)}blue${close}`);
+    const kept = capObservation(obsIds, 20, { text: close, tokenizer: wt })!;
+    const closeIds = wt.encode(close);
+    expect(kept.length).toBe(20);
+    expect(kept.slice(-closeIds.length)).toEqual(closeIds);
+    expect(kept.slice(0, 20 - closeIds.length)).toEqual(obsIds.slice(0, 20 - closeIds.length));
   });
 
   it("observations are capped, keeping the closing tag; groups come back in task order", async () => {

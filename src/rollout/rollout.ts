@@ -32,13 +32,14 @@ export function episodeSeed(seed: number, taskIndex: number, member: number): nu
 /** The text that closes an observation (`StepResult.observationClose`) and the tokenizer that decodes its tokens. */
 export interface ObservationClose {
   text: string;
-  tokenizer: Pick<Tokenizer, "decode">;
+  tokenizer: Pick<Tokenizer, "decode" | "encode">;
 }
 
 /**
  * Cuts an observation `[tokens]` (the whole observation, tokenised once) to at most `cap` tokens (an integer ≥ 0).
  * An observation of at most `cap` tokens comes back as it is. A longer one keeps, with a `close`, the shortest token
- * suffix whose decoded text contains all of `close.text` (however many tokens that is: `</information>\n\n` is 3
+ * suffix whose decoded text contains all of `close.text`, as written or as `decode(encode(close.text))` gives it back
+ * (however many tokens that is: `</information>\n\n` is 3
  * word tokens, and 4 or 5 tokens of the project's BPE fixture, whose first may also hold the text before `</`) after
  * as many of its head tokens as fit; without one (or when the decoded observation
  * does not contain `close.text`) just its first `cap` tokens. Tokens are never re-tokenised: head and suffix are
@@ -46,12 +47,20 @@ export interface ObservationClose {
  * @returns the kept tokens `[≤ cap]`, or null when the closing suffix alone is longer than `cap` tokens (the caller
  *   appends no observation: see `runEpisode`)
  * @throws Error from `close.tokenizer.decode` (an id outside the vocabulary)
+ * Found by a new-user pass (2026-12-07): before the decoded form was looked for, a hermes observation cut by the word
+ * tokenizer lost its whole `</tool_response><|im_end|>…<|im_start|>assistant` closing, which decodes with spaces.
  */
 export function capObservation(tokens: readonly number[], cap: number, close?: ObservationClose): number[] | null {
   if (tokens.length <= cap) return tokens.slice();
   const head = (n: number) => tokens.slice(0, Math.max(0, n));
   if (close === undefined || close.text === "") return head(cap);
-  const has = (from: number) => close.tokenizer.decode(tokens.slice(from)).includes(close.text);
+  // A word-level tokenizer decodes with its own spacing (`<|im_start|> assistant`), so the closing text is looked for
+  // as written and as the tokenizer decodes it; a byte-level BPE gives both the same.
+  const decodedClose = close.tokenizer.decode(close.tokenizer.encode(close.text));
+  const has = (from: number) => {
+    const text = close.tokenizer.decode(tokens.slice(from));
+    return text.includes(close.text) || text.includes(decodedClose);
+  };
   if (!has(0)) return head(cap);
   for (let k = 1; k <= cap; k++) {
     if (has(tokens.length - k)) return head(cap - k).concat(tokens.slice(tokens.length - k));

@@ -197,7 +197,8 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
       if (typeof got === "number" && !Number.isFinite(got) && (issue.expected === "number" || issue.expected === "int")) {
         return `${path}: expected a finite number, got ${shown}`;
       }
-      return `${path}: expected ${issue.expected}${issue.expected === "int" ? "eger" : ""}, got ${shown}`;
+      // A number field says its range here too (a new-user pass: `--policy.lengthBucket abc` did not).
+      return `${path}: expected ${issue.expected}${issue.expected === "int" ? "eger" : ""}, got ${shown}${issue.expected === "number" || issue.expected === "int" ? allowedRange(issue.path) : ""}`;
     default:
       // Custom issues on record keys (unknown terms, presets) name the key in the path; the value is not the problem.
       return issue.code === "custom" && (issue.params as { keyIssue?: boolean } | undefined)?.keyIssue ? `${path}: ${issue.message}` : `${path}: ${issue.message}, got ${shown}`;

@@ -14,6 +14,7 @@ import { tinkerServerFamily } from "./backends.ts";
 import { checkpointProblem, lastGoodCheckpoint } from "./checkpoint.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
 import { rewardConfigOf } from "../reward/config.ts";
+import { trainLengthBucket } from "../policy/config.ts";
 import { memoryLine, memoryWarning } from "./memoryReport.ts";
 import { checkCheckpointShape, checkSameConfig } from "./resume.ts";
 import { lockHolder } from "./runDir.ts";
@@ -121,7 +122,8 @@ export async function dryRun(
   const lines = [`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks (${evalTasks(s, config).length} evaluated)`];
   if (s.instance.train.length === 0 || s.instance.test.length === 0) throw new ConfigError([`env.options: the ${recipe.name} env built ${s.instance.train.length} train / ${s.instance.test.length} test tasks; both must be ≥ 1`]);
   const tok = config.policy.backend === "tinker" ? config.policy.tinker.tokenizer : undefined;
-  lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${tok !== undefined ? ` from ${tok}` : " (the env's words)"}; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}`);
+  const padding = config.policy.backend === "embedded" ? `, training lengths padded to multiples of ${trainLengthBucket(config.policy)} (${config.policy.trainer} trainer)` : "";
+  lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${tok !== undefined ? ` from ${tok}` : " (the env's words)"}; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}${padding}`);
   const mem = checkMemory(config, s);
   if (mem !== undefined) {
     // The figure the run warns with (./memoryReport.ts), and the warning itself when it is past the limit.

@@ -20,10 +20,19 @@ export function memoryEstimateText(mem: EmbeddedMemoryEstimate): string {
 }
 
 /**
- * `--dry-run`'s memory line: `memory: a long run can grow the embedded backend's wasm heap to ≈ … of its 4 GiB
- * limit (<n> parameters, a <N>-token training micro-batch at length <T>), ≈ <host> outside it`.
+ * `--dry-run`'s memory line. jax-js trainer: `memory: a long run can grow the embedded backend's wasm heap to ≈ … of
+ * its 4 GiB limit (<n> parameters, a <N>-token training micro-batch at length <T>), ≈ <host> outside it`; onnx
+ * trainer (the default): `memory: training needs ≈ <host> of native memory (…) and ≈ <wasm> of the … wasm heap`.
  */
 export function memoryLine(mem: EmbeddedMemoryEstimate): string {
+  if (mem.trainer === "onnx") {
+    // The onnx trainer keeps its activations and Adam state in native memory; the wasm heap holds only the weights
+    // the jax-js programs read (and the jax-js sampler's buffers when that sampler is chosen).
+    return (
+      `memory: training needs ≈ ${heapSize(mem.host)} of native memory (onnx trainer: a ${mem.trainTokens}-token micro-batch at length ${mem.trainSeq}, ` +
+      `host copies of the ${mem.params} parameters and Adam's moments) and ≈ ${heapSize(mem.wasm.peak)} of the embedded backend's ${WASM_HEAP_LIMIT_BYTES / 2 ** 30} GiB wasm heap`
+    );
+  }
   return (
     `memory: a long run can grow the embedded backend's wasm heap to ${memoryEstimateText(mem)} of its ${WASM_HEAP_LIMIT_BYTES / 2 ** 30} GiB limit ` +
     `(${mem.params} parameters, a ${mem.trainTokens}-token training micro-batch at length ${mem.trainSeq}), ≈ ${heapSize(mem.host)} outside it`

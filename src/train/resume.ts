@@ -42,8 +42,9 @@ export function checkSameConfig(file: string, config: ExperimentConfig): void {
   } catch (e) {
     throw new ConfigError([`${file}: the run folder's config no longer validates (${(e as Error).message.replace(/\n/g, "; ")})`]);
   }
-  // The length bucket as each trainer applies it (a folder written before it had per-trainer defaults names it).
-  const effective = (c: ExperimentConfig) => ({ ...c, policy: { ...c.policy, lengthBucket: trainLengthBucket(c.policy) } });
+  // The length bucket as the trainer applies it (a folder written before the per-trainer defaults names it); with it
+  // and the trainer compared, `jaxLengthBucket` says nothing more (it only feeds the jax-js trainer's default).
+  const effective = (c: ExperimentConfig) => ({ ...c, policy: { ...c.policy, lengthBucket: trainLengthBucket(c.policy), jaxLengthBucket: undefined } });
   const a = leaves(JSON.parse(JSON.stringify(effective(saved))));
   const b = leaves(JSON.parse(JSON.stringify(effective(config))));
   const diffs = [...new Set([...a.keys(), ...b.keys()])]

@@ -63,8 +63,13 @@ export interface EmbeddedMemoryEstimate {
    * its micro-batches take every padded length and row count (one set of buffers per shape; see the formula).
    */
   wasm: { state: number; training: number; sampling: number; total: number; peak: number };
-  /** Outside the wasm heap (host copies of weights, the onnx session and its KV cache), bytes; informative. */
+  /**
+   * Outside the wasm heap, bytes: host copies of the weights, the onnx sampler's KV cache and, with the onnx trainer,
+   * its micro-batch activations and host Adam moments (checked against RAM at start).
+   */
   host: number;
+  /** The training engine the estimate is for. */
+  trainer: "onnx" | "jax";
 }
 
 /**
@@ -173,6 +178,7 @@ function estimate(shape: EmbeddedMemoryShape, withPeak: boolean): EmbeddedMemory
     trainTokens: N,
     wasm: { state, training, sampling, total: state + training + sampling, peak: withPeak ? state + peakTraining + peakSampling : state + training + sampling },
     host,
+    trainer: onnxTrainer ? "onnx" : "jax",
   };
 }
 
