@@ -36,9 +36,9 @@ export const TOOL_RECIPE_SMOKE: Readonly<Record<string, string>> = {
 
 /**
  * The config defaults a one-turn env whose facts are all in the task's text starts from (`EnvRecipe.defaults`, under
- * its own): one turn, the `tool-env` reward, 16-token length buckets (the onnx trainer's default; set for the jax-js one), one demonstration per training task in batches
- * of 32, the real world only (it has no counterfactual worlds), 30 RL steps of 16 tasks × 8 episodes, 120 held-out
- * tasks evaluated.
+ * its own): one turn, the `tool-env` reward, 16-token length buckets (the onnx trainer's default; set for the
+ * jax-js one), one demonstration per training task in batches of 32, the real world only (it has no counterfactual
+ * worlds), 30 RL steps of 16 tasks × 8 episodes, 120 held-out tasks evaluated.
  */
 export const ONE_TURN_DEFAULTS: Readonly<Record<string, string>> = {
   "policy.jaxLengthBucket": "16",

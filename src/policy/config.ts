@@ -57,8 +57,7 @@ export type PolicySection = z.infer<typeof PolicyConfig>;
 
 /**
  * The embedded trainer's length bucket (tokens): `policy.lengthBucket` when set, else the trainer's default — 16 for
- * onnx ({@link ONNX_LENGTH_BUCKET}), `policy.jaxLengthBucket`
- * for jax-js.
+ * onnx ({@link ONNX_LENGTH_BUCKET}), `policy.jaxLengthBucket` for jax-js.
  */
 export function trainLengthBucket(p: Pick<PolicySection, "lengthBucket" | "jaxLengthBucket" | "trainer">): number {
   return p.lengthBucket ?? (p.trainer === "jax" ? p.jaxLengthBucket : ONNX_LENGTH_BUCKET);

@@ -112,8 +112,8 @@ function actionTexts(task: Task<TravelRequest>, world: TravelWorld, protocol: Pr
 /**
  * The travel recipe: `arl train --env travel`. Defaults sized from the token measurements of the README (hermes, the
  * fixed system prompt as one token): context window 768 (every demonstration measured, max 655), micro-batches of
- * 1536 tokens (with the jax-js trainer in length buckets of 128: its wasm heap's estimate ≈ 3 GiB), 8 turns, observations ≤ 128
- * tokens, turns ≤ 64 tokens, the `tool-env` reward preset; the training budget fits `arl train --env travel` in
+ * 1536 tokens (with the jax-js trainer in length buckets of 128: its wasm heap's estimate ≈ 3 GiB), 8 turns,
+ * observations ≤ 128 tokens, turns ≤ 64 tokens, the `tool-env` reward preset; the training budget fits `arl train --env travel` in
  * ≈ 20 minutes on 2 cores (README).
  */
 export const travelRecipe: EnvRecipe<TravelRequest> = defineToolRecipe({

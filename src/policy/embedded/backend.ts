@@ -38,8 +38,8 @@ export interface EmbeddedBackendOptions {
   lengthBucket?: number;
   /**
    * Tokens per micro-batch (rows × padded length; default 3072). A full micro-batch at padded length T has
-   * ⌊budget/T⌋ rows; with the jax-js trainer the last one of a call is padded to a power of two rows. Keeping rows × T constant matters
-   * for memory: jax-js allocates every intermediate of a compiled program at once and reuses freed memory only
+   * ⌊budget/T⌋ rows; with the jax-js trainer the last one of a call is padded to a power of two rows. Keeping rows × T
+   * constant matters for memory: jax-js allocates every intermediate of a compiled program at once and reuses freed memory only
    * for buffers of the same size, so equal token counts let programs of different lengths share buffers.
    */
   maxTokensPerChunk?: number;
@@ -72,13 +72,13 @@ export const TRAINER_ENGINES: readonly TrainerEngine[] = ["jax", "onnx"];
 
 /** The sampling engines of the embedded backend (see `EmbeddedBackendOptions.samplerEngine`). */
 export type SamplerEngine = "jax" | "onnx";
-/** Every `SamplerEngine`, for validation messages. */
 /**
  * Each trainer's default `lengthBucket` (tokens): jax-js 64 (each padded shape is a compiled program with its own
  * buffers in the 4 GiB wasm heap); onnx {@link ONNX_LENGTH_BUCKET} (no compile per shape: the bucket only sets padding).
  */
 export const DEFAULT_LENGTH_BUCKET: Readonly<Record<TrainerEngine, number>> = { jax: 64, onnx: ONNX_LENGTH_BUCKET };
 
+/** Every `SamplerEngine`, for validation messages. */
 export const SAMPLER_ENGINES: readonly SamplerEngine[] = ["jax", "onnx"];
 
 const LOSS_FNS: readonly LossFnName[] = ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo"];
