@@ -1,0 +1,228 @@
+/**
+ * The pretraining corpus of the embedded base model (issue 32 part 3, first piece): seeded multi-turn tool-use
+ * episodes over *random* tool schemas and *random* worlds of records, rendered in any protocol (`hermes`, `react`)
+ * exactly as a recipe's episodes are — `protocol.prompt(protocol.system(tools, …), request)`, then each turn's
+ * `protocol.format(action)` (trained: loss mask 1) and `protocol.observation(results).text` (not trained). Every
+ * name, field, id format and value is drawn from the seed, so no built-in env's tools or worlds appear in it and a
+ * built-in env is as new to the base as a user's.
+ *
+ * Skills, one episode each (`SKILLS`):
+ * - `copy_request`: the request names an id; the call must copy it; the answer copies a field of the response;
+ * - `copy_response`: the request names a record by its name; the first call finds it, the second copies its id from
+ *   that response, the answer copies a field;
+ * - `select`: a list of 2–8 records comes back; the action copies the id of the one the request asks for (lowest,
+ *   highest, or the first with a field ≥ k) and the answer copies the confirmation;
+ * - `chain`: find → read details → act on the id found two turns back;
+ * - `retry`: the first call fails (rate limit or timeout), the same call again succeeds;
+ * - `empty`: the search comes back empty and the answer says so — stopping instead of calling again.
+ * Sources: the skills issue 32 lists; the formats are this project's protocols (src/protocol).
+ */
+import { Rng } from "../core/rng.ts";
+import type { Action, ToolCall, ToolCallResult } from "../core/types.ts";
+import { CALL_FAILURES } from "../env/failureTexts.ts";
+import type { Protocol, ToolJsonSchema } from "../protocol/types.ts";
+
+/** The skills an episode drills (see the file comment). */
+export const SKILLS = ["copy_request", "copy_response", "select", "chain", "retry", "empty"] as const;
+/** One of {@link SKILLS}. */
+export type Skill = (typeof SKILLS)[number];
+
+/** A span of an episode's text: `train` spans are the policy's turns (loss mask 1), the rest its context. */
+export interface CorpusSegment {
+  text: string;
+  train: boolean;
+}
+
+/** One generated episode. */
+export interface CorpusEpisode {
+  skill: Skill;
+  /** Prompt, then alternating turns (train) and observations (not trained). */
+  segments: CorpusSegment[];
+  /** The actions of the turns, in order (what a grader or a probe checks). */
+  actions: Action[];
+  /** The final answer. */
+  answer: string;
+  /** The tools declared in the system prompt. */
+  tools: ToolJsonSchema[];
+}
+
+type Rec = Record<string, string | number>;
+
+/** A random world: one kind of record, its fields, its tools. */
+interface World {
+  noun: string;
+  plural: string;
+  verb: string;
+  /** Numeric fields (name, range, step). */
+  nums: { name: string; lo: number; hi: number; step: number }[];
+  /** A categorical field and its values. */
+  cat: { name: string; values: string[] };
+  id: (rng: Rng) => string;
+  tools: { find: string; get: string; act: string };
+}
+
+const CONSONANTS = "bcdfghjklmnprstvz";
+const VOWELS = "aeiou";
+
+/** A pronounceable random word of 2–3 syllables (lowercase). */
+function word(rng: Rng, syllables = 2 + rng.int(2)): string {
+  let w = "";
+  for (let i = 0; i < syllables; i++) w += CONSONANTS[rng.int(CONSONANTS.length)] + VOWELS[rng.int(VOWELS.length)];
+  return rng.next() < 0.3 ? w + CONSONANTS[rng.int(CONSONANTS.length)] : w;
+}
+
+const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[rng.int(xs.length)];
+const capital = (w: string) => w[0].toUpperCase() + w.slice(1);
+
+/** An id format: 1–3 letters, an optional dash, 2–6 digits; lower or upper case (`mu5101`, `p-4821`, `QX07`). */
+function idFormat(rng: Rng): (rng: Rng) => string {
+  const letters = 1 + rng.int(3);
+  const digits = 2 + rng.int(5);
+  const dash = rng.next() < 0.35 ? "-" : "";
+  const upper = rng.next() < 0.3;
+  return (r) => {
+    let s = "";
+    for (let i = 0; i < letters; i++) s += "abcdefghijklmnopqrstuvwxyz"[r.int(26)];
+    s += dash;
+    for (let i = 0; i < digits; i++) s += String(r.int(10));
+    return upper ? s.toUpperCase() : s;
+  };
+}
+
+function makeWorld(rng: Rng): World {
+  const noun = word(rng);
+  const names = new Set<string>([noun]);
+  const fresh = () => {
+    let w = word(rng);
+    while (names.has(w)) w = word(rng);
+    names.add(w);
+    return w;
+  };
+  const nums = Array.from({ length: 1 + rng.int(3) }, () => {
+    const scale = pick(rng, [1, 10, 100]);
+    const lo = rng.int(5) * scale;
+    return { name: fresh(), lo, hi: lo + (5 + rng.int(50)) * scale, step: pick(rng, [1, 1, 5, 0.5]) };
+  });
+  const cat = { name: fresh(), values: Array.from({ length: 2 + rng.int(3) }, fresh) };
+  const verb = fresh();
+  return { noun, plural: `${noun}s`, verb, nums, cat, id: idFormat(rng), tools: { find: `find_${noun}s`, get: `get_${noun}`, act: `${verb}_${noun}` } };
+}
+
+function toolSchemas(w: World): ToolJsonSchema[] {
+  const str = (description: string) => ({ type: "string", description });
+  return [
+    {
+      name: w.tools.find,
+      description: `Find ${w.plural} by ${w.cat.name} or by name. Returns a list of {id, name, ${w.nums.map((n) => n.name).join(", ")}}.`,
+      parameters: { type: "object", properties: { [w.cat.name]: { type: "string", enum: w.cat.values }, name: str(`The ${w.noun}'s name.`) } },
+    },
+    {
+      name: w.tools.get,
+      description: `All fields of one ${w.noun}.`,
+      parameters: { type: "object", properties: { id: str(`The ${w.noun} id, as returned by ${w.tools.find}.`) }, required: ["id"] },
+    },
+    {
+      name: w.tools.act,
+      description: `${capital(w.verb)} one ${w.noun}. Returns a confirmation code.`,
+      parameters: { type: "object", properties: { id: str(`The ${w.noun} id.`) }, required: ["id"] },
+    },
+  ];
+}
+
+function record(w: World, rng: Rng, cat?: string): Rec {
+  const r: Rec = { id: w.id(rng), name: `${capital(word(rng))} ${capital(word(rng, 1 + rng.int(2)))}` };
+  for (const n of w.nums) r[n.name] = n.lo + Math.round((rng.next() * (n.hi - n.lo)) / n.step) * n.step;
+  r[w.cat.name] = cat ?? pick(rng, w.cat.values);
+  return r;
+}
+
+/** Records with pairwise different ids and names. */
+function records(w: World, rng: Rng, n: number, cat?: string): Rec[] {
+  const out: Rec[] = [];
+  while (out.length < n) {
+    const r = record(w, rng, cat);
+    if (!out.some((o) => o.id === r.id || o.name === r.name)) out.push(r);
+  }
+  return out;
+}
+
+const call = (name: string, args: Record<string, unknown>): Action => ({ type: "tool_call", calls: [{ name, arguments: args } satisfies ToolCall] });
+const ok = (name: string, value: unknown): ToolCallResult => ({ name, ok: true, content: JSON.stringify(value), value });
+const fail = (name: string, text: string): ToolCallResult => ({ name, ok: false, content: `error: tool ${name}: ${text}`, errorKind: "error" });
+
+/** A scripted episode: the request and its turns (an action, with the tool results that answer it). */
+interface Script {
+  request: string;
+  turns: { action: Action; results?: ToolCallResult[] }[];
+  answer: string;
+}
+
+function script(skill: Skill, w: World, rng: Rng): Script {
+  const { find, get, act } = w.tools;
+  const num = pick(rng, w.nums);
+  const confirmation = () => w.id(rng).toUpperCase();
+  const answerTurn = (answer: string) => ({ action: { type: "answer", answer } as Action });
+  switch (skill) {
+    case "copy_request":
+    case "retry": {
+      const r = record(w, rng);
+      const get1 = call(get, { id: r.id });
+      const failure = rng.next() < 0.5 ? "rate limited (429): retry later" : CALL_FAILURES.timeout;
+      const answer = `The ${num.name} of ${w.noun} ${r.id} is ${r[num.name]}.`;
+      const first = skill === "retry" ? [{ action: get1, results: [fail(get, failure)] }] : [];
+      return { request: `What is the ${num.name} of ${w.noun} ${r.id}?`, turns: [...first, { action: get1, results: [ok(get, r)] }, answerTurn(answer)], answer };
+    }
+    case "copy_response": {
+      const r = record(w, rng);
+      const answer = `${r.name} has ${num.name} ${r[num.name]}.`;
+      const turns = [
+        { action: call(find, { name: r.name }), results: [ok(find, [{ id: r.id, name: r.name }])] },
+        { action: call(get, { id: r.id }), results: [ok(get, r)] },
+        answerTurn(answer),
+      ];
+      return { request: `Look up the ${w.noun} named ${r.name} and tell me its ${num.name}.`, turns, answer };
+    }
+    case "select":
+    case "chain": {
+      const cat = pick(rng, w.cat.values);
+      const list = records(w, rng, 2 + rng.int(7), cat);
+      const values = list.map((r) => r[num.name] as number);
+      const mode = pick(rng, ["lowest", "highest", "atLeast"] as const);
+      const k = pick(rng, values);
+      // Ties go to the first record in the list, as a reader scanning it would take.
+      const chosen =
+        mode === "lowest" ? list[values.indexOf(Math.min(...values))] : mode === "highest" ? list[values.indexOf(Math.max(...values))] : list[values.findIndex((v) => v >= k)];
+      const what = mode === "lowest" ? `the lowest ${num.name}` : mode === "highest" ? `the highest ${num.name}` : `a ${num.name} of at least ${k} (the first one listed)`;
+      const code = confirmation();
+      const answer = `Done: ${chosen.name} (${chosen.id}), confirmation ${code}.`;
+      const found = { action: call(find, { [w.cat.name]: cat }), results: [ok(find, list)] };
+      const detail = skill === "chain" ? [{ action: call(get, { id: chosen.id }), results: [ok(get, chosen)] }] : [];
+      const done = { action: call(act, { id: chosen.id }), results: [ok(act, { confirmation: code })] };
+      return { request: `${capital(w.verb)} the ${cat} ${w.noun} with ${what}.`, turns: [found, ...detail, done, answerTurn(answer)], answer };
+    }
+    case "empty": {
+      const name = `${capital(word(rng))} ${capital(word(rng))}`;
+      const answer = `There is no ${w.noun} named ${name}.`;
+      return { request: `${capital(w.verb)} the ${w.noun} named ${name}.`, turns: [{ action: call(find, { name }), results: [ok(find, [])] }, answerTurn(answer)], answer };
+    }
+  }
+}
+
+/**
+ * One episode of the corpus: a fresh random world (seeded by `seed`) and the skill given or one drawn from the seed,
+ * rendered in `protocol`. Pure and deterministic: the same arguments give the same episode.
+ */
+export function generateEpisode(seed: number, protocol: Protocol, skill?: Skill): CorpusEpisode {
+  const rng = new Rng(seed);
+  const w = makeWorld(rng);
+  const s = skill ?? pick(rng, SKILLS);
+  const tools = toolSchemas(w);
+  const sc = script(s, w, rng);
+  const instructions = `You help with ${w.plural}. Call a tool when you need a fact you do not have; answer when done.`;
+  const segments: CorpusSegment[] = [{ text: protocol.prompt(protocol.system(tools, instructions), sc.request), train: false }];
+  for (const t of sc.turns) {
+    segments.push({ text: protocol.format(t.action), train: true });
+    if (t.results !== undefined) segments.push({ text: protocol.observation(t.results).text, train: false });
+  }
+  return { skill: s, segments, actions: sc.turns.map((t) => t.action), answer: sc.answer, tools };
+}

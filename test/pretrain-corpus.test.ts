@@ -1,0 +1,76 @@
+// The pretraining corpus generator (src/pretrain/corpus.ts): deterministic episodes whose every turn parses back
+// under its protocol, whose copies are right by construction (ids copied from the request or from a tool response,
+// the selected record the one the request asks for), and whose tools are none of a built-in env's.
+import { describe, expect, it } from "vitest";
+import type { Action } from "../src/core/types.ts";
+import { ENV_RECIPES } from "../src/envs/index.ts";
+import { hermesProtocol } from "../src/protocol/hermes.ts";
+import { reactProtocol } from "../src/protocol/react.ts";
+import { generateEpisode, SKILLS } from "../src/pretrain/corpus.ts";
+
+const protocols = [hermesProtocol, reactProtocol];
+const callsOf = (a: Action) => (a.type === "tool_call" ? a.calls : []);
+
+describe("pretraining corpus", () => {
+  it("is deterministic and draws every skill", () => {
+    expect(JSON.stringify(generateEpisode(7, hermesProtocol))).toBe(JSON.stringify(generateEpisode(7, hermesProtocol)));
+    expect(generateEpisode(7, hermesProtocol).segments).not.toEqual(generateEpisode(8, hermesProtocol).segments);
+    const drawn = new Set(Array.from({ length: 200 }, (_, i) => generateEpisode(i, hermesProtocol).skill));
+    expect([...drawn].sort()).toEqual([...SKILLS].sort());
+  });
+
+  it.each(protocols.map((p) => [p.name, p] as const))("%s: every trained turn parses back to its action, the answer ends the episode", (_name, protocol) => {
+    for (let seed = 0; seed < 300; seed++) {
+      const ep = generateEpisode(seed, protocol);
+      const turns = ep.segments.filter((s) => s.train);
+      expect(turns.length).toBe(ep.actions.length);
+      turns.forEach((t, i) => expect(protocol.parse(t.text, { tools: ep.tools }), `seed ${seed} turn ${i}`).toEqual(ep.actions[i]));
+      expect(ep.actions.at(-1)).toEqual({ type: "answer", answer: ep.answer });
+      expect(ep.segments[0].train).toBe(false);
+      expect(ep.segments.map((s) => s.text).join("")).toContain(ep.answer);
+    }
+  });
+
+  it("copies are right: an id a call names was in the request or an earlier observation; the selected record is the asked-for one", () => {
+    for (let seed = 0; seed < 300; seed++) {
+      for (const skill of SKILLS) {
+        const ep = generateEpisode(seed, hermesProtocol, skill);
+        let seen = ep.segments[0].text;
+        let t = 0;
+        for (const seg of ep.segments.slice(1)) {
+          if (seg.train) {
+            for (const c of callsOf(ep.actions[t++])) if (typeof c.arguments.id === "string") expect(seen, `${skill} seed ${seed}`).toContain(c.arguments.id);
+          }
+          seen += seg.text;
+        }
+        if (skill === "select") {
+          // The request says lowest / highest / first at least k of one field; the act call names that record.
+          const request = ep.segments[0].text;
+          const list = JSON.parse(ep.segments[2].text.match(/\[.*\]/s)![0]) as Record<string, number | string>[];
+          const field = (request.match(/with the (?:lowest|highest) (\w+)\./) ?? request.match(/with a (\w+) of at least/))![1];
+          const values = list.map((r) => r[field] as number);
+          const chosenId = callsOf(ep.actions[1])[0].arguments.id;
+          const m = request.match(/at least (-?[\d.]+)/);
+          const expected = request.includes("lowest")
+            ? list[values.indexOf(Math.min(...values))]
+            : request.includes("highest")
+              ? list[values.indexOf(Math.max(...values))]
+              : list[values.findIndex((v) => v >= Number(m![1]))];
+          expect(chosenId, `seed ${seed}`).toBe(expected.id);
+          expect(list.length).toBeGreaterThanOrEqual(2);
+          expect(list.length).toBeLessThanOrEqual(8);
+        }
+        if (skill === "retry") {
+          expect(ep.segments[2].text).toMatch(/error: tool \w+: (rate limited|timed out)/);
+          expect(ep.actions[0]).toEqual(ep.actions[1]);
+        }
+        if (skill === "empty") expect(ep.actions.length).toBe(2);
+      }
+    }
+  });
+
+  it("names no built-in env's tool", () => {
+    const builtIn = new Set(Object.values(ENV_RECIPES).flatMap((r) => [...r.tools]));
+    for (let seed = 0; seed < 500; seed++) for (const t of generateEpisode(seed, hermesProtocol).tools) expect(builtIn.has(t.name), t.name).toBe(false);
+  });
+});
