@@ -25,6 +25,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ["algo"],
   ["policy"],
   ["train"],
+  // The base model's pretraining (corpus, later `arl pretrain`): above the trainer, below every env (it names none).
+  ["pretrain"],
   ["envs"],
   ["serve"],
   ["lab", "gateway", "view", "export", "baselines"],
