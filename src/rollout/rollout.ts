@@ -97,24 +97,31 @@ export function observationTextToTokenize(text: string, cap: number, closeText =
 
 const isHighSurrogate = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
 
-/** Prompt and observation encodings remembered per tokenizer (entries; the map is emptied when full). */
+/** Texts remembered per tokenizer and kind (entries; a kind's map is emptied when full). */
 const ENCODE_MEMO_SIZE = 4096;
-const encodeMemo = new WeakMap<Tokenizer, Map<string, readonly number[]>>();
+/** Longer texts are encoded every time: they are rarely repeated, and 4 096 of them must not stay alive (UTF-16 units). */
+const ENCODE_MEMO_MAX_CHARS = 8192;
+/** What was encoded: a prompt (`promptTokens`, plain or already rendered) or an observation (`encode`). */
+type EncodeKind = "prompt" | "rendered" | "observation";
+const encodeMemo = new WeakMap<Tokenizer, Map<EncodeKind, Map<string, readonly number[]>>>();
 
 /**
- * `encode()` of an episode's prompt or an observation, remembered under `key` (the text with a one-letter kind
- * prefix): a group's episodes share their prompt, make the same tool calls and get the same observations, and
- * tokenising was the largest part of the engine's own time per turn (observations 38 of 69 µs in
- * bench/rollout.ts, 2026-12-07). Tokenizers are pure functions of the text (`Tokenizer.encode`). Returns a fresh array.
+ * `encode(text)` of an episode's prompt or an observation, remembered per tokenizer and kind: a group's episodes share
+ * their prompt, make the same tool calls and get the same observations, and tokenising was the largest part of the
+ * engine's own time per turn (observations 38 of 69 µs in bench/rollout.ts, 2026-12-07). Tokenizers are pure
+ * functions of the text (`Tokenizer.encode`). Returns a fresh array.
  */
-function memoEncode(tokenizer: Tokenizer, key: string, encode: (key: string) => number[]): number[] {
-  let memo = encodeMemo.get(tokenizer);
-  if (memo === undefined) encodeMemo.set(tokenizer, (memo = new Map()));
-  let ids = memo.get(key);
+function memoEncode(tokenizer: Tokenizer, kind: EncodeKind, text: string, encode: (text: string) => number[]): number[] {
+  if (text.length > ENCODE_MEMO_MAX_CHARS) return encode(text);
+  let kinds = encodeMemo.get(tokenizer);
+  if (kinds === undefined) encodeMemo.set(tokenizer, (kinds = new Map()));
+  let memo = kinds.get(kind);
+  if (memo === undefined) kinds.set(kind, (memo = new Map()));
+  let ids = memo.get(text);
   if (ids === undefined) {
-    ids = encode(key);
+    ids = encode(text);
     if (memo.size >= ENCODE_MEMO_SIZE) memo.clear();
-    memo.set(key, ids);
+    memo.set(text, ids);
   }
   return ids.slice();
 }
@@ -184,7 +191,7 @@ export async function runEpisode(task: Task, setup: EpisodeSetup, seed: number, 
   const env = await stage("env_reset_error", `rollout: env of task ${task.id}`, () => makeEnv());
   const episode = { seed, ...(options.member === undefined ? {} : { member: options.member }), ...(deadlineAt === undefined ? {} : { deadlineAt }) };
   const promptText = await stage("env_reset_error", `rollout: env.reset of task ${task.id}`, () => env.reset(task, episode));
-  const tokens = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () => memoEncode(tokenizer, `${env.renderedPrompt === true ? "r" : "p"}${promptText}`, () => tokenizer.promptTokens(promptText, { rendered: env.renderedPrompt === true })));
+  const tokens = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () => memoEncode(tokenizer, env.renderedPrompt === true ? "rendered" : "prompt", promptText, (t) => tokenizer.promptTokens(t, { rendered: env.renderedPrompt === true })));
   if (tokens.length >= limits.contextLength) {
     throw new EpisodeError(
       "prompt_too_long",
@@ -242,7 +249,7 @@ export async function runEpisode(task: Task, setup: EpisodeSetup, seed: number, 
       const close = result.observationClose === undefined ? undefined : { text: result.observationClose, tokenizer };
       const capped = await stage("episode_error", `rollout: tokenizer on task ${task.id}`, () =>
         capObservation(
-          memoEncode(tokenizer, `o${observationTextToTokenize(result.observation, Math.min(limits.maxObservationTokens, room), close?.text)}`, (key) => tokenizer.encode(key.slice(1))),
+          memoEncode(tokenizer, "observation", observationTextToTokenize(result.observation, Math.min(limits.maxObservationTokens, room), close?.text), (t) => tokenizer.encode(t)),
           Math.min(limits.maxObservationTokens, room),
           close,
         ),

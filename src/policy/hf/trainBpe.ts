@@ -94,17 +94,17 @@ export function trainByteLevelBpe(texts: readonly string[], options: TrainBpeOpt
   }
   const symbols = byteSymbols();
   const vocab: Record<string, number> = {};
-  for (const s of symbols) vocab[s] = Object.keys(vocab).length;
+  let size = 0;
+  for (const s of symbols) vocab[s] = size++;
   const merges: [string, string][] = [];
   for (const m of trained.model.merges) {
     if (merges.length >= budget) break;
     const [a, b] = typeof m === "string" ? (m.split(" ") as [string, string]) : m;
     const t = a + b;
     if (t in vocab) continue; // two merge paths to the same string: keep the first id
-    vocab[t] = Object.keys(vocab).length;
+    vocab[t] = size++;
     merges.push([a, b]);
   }
-  const size = Object.keys(vocab).length;
   const json = {
     version: "1.0",
     truncation: null,
