@@ -84,6 +84,9 @@ describe("toolEnv", () => {
     const junk = await env.step("<tool_call>\n{not json\n</tool_call><|im_end|>");
     expect(junk.info.action.type).toBe("invalid");
     expect(junk.done).toBe(false);
+    // Its error closes like a tool result, so a cut keeps the close whole (capObservation).
+    expect(junk.observationClose).toBe(hermesProtocol.observation([]).close);
+    expect(junk.observation.endsWith(junk.observationClose!)).toBe(true);
     // The 4th turn is the last: the episode ends truncated and is graded (no answer → 0).
     const last = await env.step('<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 1}}\n</tool_call><|im_end|>');
     expect(last.done).toBe(true);

@@ -153,7 +153,11 @@ class ToolEnvEpisode<D, S> implements Env {
     }
     if (action.type === "invalid") {
       this.turns.push({ action, results: [] });
-      return { observation: protocol.invalidObservation(action.reason), done: false, info: { action } };
+      // The error repeats the model's text, so it can be cut to the observation cap: it closes as a tool result
+      // does (hermes, react), and that close is kept whole (a new-user pass found cut errors ending mid-tag).
+      const text = protocol.invalidObservation(action.reason);
+      const close = protocol.observation([]).close;
+      return { observation: text, ...(text.endsWith(close) ? { observationClose: close } : {}), done: false, info: { action } };
     }
     const results: ToolCallResult[] = [];
     let latencyMs = 0;
