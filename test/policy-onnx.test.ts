@@ -106,6 +106,29 @@ describe("ONNX sampler", () => {
     jax.dispose();
   });
 
+  it.each([
+    ["RoPE", { positional: "rope" }],
+    ["RoPE + token shift", { positional: "rope", tokenShift: true }],
+    ["learned positions + token shift", { tokenShift: true }],
+  ] as const)("%s models: sampler logprobs match the trainer's (1e-4), random and trained weights, through the KV cache", async (_name, extra) => {
+    const cfg: GPTConfig = { ...CFG, ...extra };
+    const be = await onnxBackend(9, {}, cfg);
+    const prompts = [seq(5, 3), seq(17, 7), seq(40, 11), seq(1, 5)];
+    const calls = (seed: number, temperature: number): [number[], SampleOptions][] =>
+      prompts.map((p, i) => [p, { n: 2, maxTokens: 16, temperature, seed: seed + i }]);
+    const diffs: number[] = [];
+    for (const stage of ["random", "trained"]) {
+      if (stage === "trained") await train(be, 6);
+      diffs.push(await maxLogprobDiff(be, prompts, await sampleAll(be, calls(100, 1))));
+      diffs.push(await maxLogprobDiff(be, prompts, await sampleAll(be, calls(5, 0))));
+    }
+    for (const d of diffs) expect(d).toBeLessThan(TOL);
+    // Positions matter: the same tokens at other offsets score differently (a RoPE graph that ignored positions would not).
+    const [a, b] = await be.computeLogprobs([datum(seq(20, 7)), datum([...seq(3, 5), ...seq(20, 7)])]);
+    expect(Math.max(...a.map((x, t) => Math.abs(x - b[t + 3])))).toBeGreaterThan(1e-3);
+    be.dispose();
+  });
+
   it("drops finished rows mid-batch without changing the others (stop tokens at different steps)", async () => {
     const be = await onnxBackend(11);
     const prompts = [seq(9, 5), seq(21, 3), seq(4, 7)];

@@ -44,21 +44,37 @@ describe("pretraining corpus", () => {
           seen += seg.text;
         }
         if (skill === "select") {
-          // The request says lowest / highest / first at least k of one field; the act call names that record.
+          // The request says lowest / highest / first at least k of one field, or first with a yes/no flag set; the
+          // act call names that record.
           const request = ep.segments[0].text;
           const list = JSON.parse(ep.segments[2].text.match(/\[.*\]/s)![0]) as Record<string, number | string>[];
-          const field = (request.match(/with the (?:lowest|highest) (\w+)\./) ?? request.match(/with a (\w+) of at least/))![1];
-          const values = list.map((r) => r[field] as number);
           const chosenId = callsOf(ep.actions[1])[0].arguments.id;
-          const m = request.match(/at least (-?[\d.]+)/);
-          const expected = request.includes("lowest")
-            ? list[values.indexOf(Math.min(...values))]
-            : request.includes("highest")
-              ? list[values.indexOf(Math.max(...values))]
-              : list[values.findIndex((v) => v >= Number(m![1]))];
+          const flag = request.match(/with (\w+) yes \(the first one listed\)/);
+          let expected: Record<string, number | string>;
+          if (flag) expected = list.find((r) => r[flag[1]] === "yes")!;
+          else {
+            const field = (request.match(/with the (?:lowest|highest) (\w+)\./) ?? request.match(/with a (\w+) of at least/))![1];
+            const values = list.map((r) => r[field] as number);
+            const m = request.match(/at least (-?[\d.]+)/);
+            expected = request.includes("lowest")
+              ? list[values.indexOf(Math.min(...values))]
+              : request.includes("highest")
+                ? list[values.indexOf(Math.max(...values))]
+                : list[values.findIndex((v) => v >= Number(m![1]))];
+          }
           expect(chosenId, `seed ${seed}`).toBe(expected.id);
+          expect(ep.probeTurn).toBe(1);
           expect(list.length).toBeGreaterThanOrEqual(2);
           expect(list.length).toBeLessThanOrEqual(8);
+        }
+        if (skill === "recall") {
+          // The act copies the id of the record found by name, probeTurn turns back, past lists of other ids.
+          const first = JSON.parse(ep.segments[2].text.match(/\[.*\]/s)![0]) as { id: string }[];
+          const act = callsOf(ep.actions[ep.probeTurn!])[0];
+          expect(act.arguments.id).toBe(first[0].id);
+          expect(ep.probeTurn).toBeGreaterThanOrEqual(1);
+          expect(ep.probeTurn).toBeLessThanOrEqual(4);
+          for (const a of ep.actions.slice(1, ep.probeTurn)) expect(JSON.stringify(a)).not.toContain(first[0].id);
         }
         if (skill === "retry") {
           expect(ep.segments[2].text).toMatch(/error: tool \w+: (rate limited|timed out)/);

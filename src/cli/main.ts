@@ -1,5 +1,5 @@
 /**
- * `arl` — the command line. One subcommand per job: `train`, `lab`, `eval`, `rollout`, `search`, `serve`, `export`. Config fields can be
+ * `arl` — the command line. One subcommand per job: `train`, `lab`, `eval`, `rollout`, `search`, `serve`, `export`, `view`, `pretrain`. Config fields can be
  * overridden by flags named by their path (`--rl.groupSize 8`, `--policy.dModel=64`).
  */
 import { join, resolve as resolvePath } from "node:path";
@@ -18,6 +18,7 @@ import { consoleReporter, detectorLine, recipeTable } from "./format.ts";
 import { registerServe } from "./serve.ts";
 import { registerExport } from "./export.ts";
 import { registerView } from "./view.ts";
+import { registerPretrain } from "./pretrain.ts";
 import { installInterruptHandler } from "./interrupt.ts";
 
 const program = new Command()
@@ -188,6 +189,7 @@ registerEvaluate(program, () => overrides);
 registerServe(program, () => overrides);
 registerExport(program, () => overrides);
 registerView(program);
+registerPretrain(program, () => overrides);
 
 /**
  * Exits with `code` once stdout and stderr have taken everything written to them. `process.exit` drops what a pipe has

@@ -11,8 +11,11 @@
  * - `copy_response`: the request names a record by its name; the first call finds it, the second copies its id from
  *   that response, the answer copies a field;
  * - `select`: a list of 2–8 records comes back; the action copies the id of the one the request asks for (lowest,
- *   highest, or the first with a field ≥ k) and the answer copies the confirmation;
+ *   highest, the first with a field ≥ k, the first of a category, the first with a yes/no flag set) and the answer
+ *   copies the confirmation;
  * - `chain`: find → read details → act on the id found two turns back;
+ * - `recall`: find a record by name, then 0–3 searches by category whose lists hold other records, then act on the
+ *   first record — its id copied from the response 1–4 turns back, past lists of distractor ids;
  * - `retry`: the first call fails (rate limit or timeout), the same call again succeeds;
  * - `empty`: the search comes back empty and the answer says so — stopping instead of calling again.
  * Sources: the skills issue 32 lists; the formats are this project's protocols (src/protocol).
@@ -23,7 +26,7 @@ import { CALL_FAILURES } from "../env/failureTexts.ts";
 import type { Protocol, ToolJsonSchema } from "../protocol/types.ts";
 
 /** The skills an episode drills (see the file comment). */
-export const SKILLS = ["copy_request", "copy_response", "select", "chain", "retry", "empty"] as const;
+export const SKILLS = ["copy_request", "copy_response", "select", "chain", "recall", "retry", "empty"] as const;
 /** One of {@link SKILLS}. */
 export type Skill = (typeof SKILLS)[number];
 
@@ -44,6 +47,8 @@ export interface CorpusEpisode {
   answer: string;
   /** The tools declared in the system prompt. */
   tools: ToolJsonSchema[];
+  /** For `select` and `recall`: the index (in `actions`) of the turn a reading probe checks. */
+  probeTurn?: number;
 }
 
 type Rec = Record<string, string | number>;
@@ -57,6 +62,8 @@ interface World {
   nums: { name: string; lo: number; hi: number; step: number }[];
   /** A categorical field and its values. */
   cat: { name: string; values: string[] };
+  /** A yes/no field. */
+  flag: string;
   id: (rng: Rng) => string;
   tools: { find: string; get: string; act: string };
 }
@@ -65,17 +72,17 @@ const CONSONANTS = "bcdfghjklmnprstvz";
 const VOWELS = "aeiou";
 
 /** A pronounceable random word of 2–3 syllables (lowercase). */
-function word(rng: Rng, syllables = 2 + rng.int(2)): string {
+export function word(rng: Rng, syllables = 2 + rng.int(2)): string {
   let w = "";
   for (let i = 0; i < syllables; i++) w += CONSONANTS[rng.int(CONSONANTS.length)] + VOWELS[rng.int(VOWELS.length)];
   return rng.next() < 0.3 ? w + CONSONANTS[rng.int(CONSONANTS.length)] : w;
 }
 
-const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[rng.int(xs.length)];
-const capital = (w: string) => w[0].toUpperCase() + w.slice(1);
+export const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[rng.int(xs.length)];
+export const capital = (w: string) => w[0].toUpperCase() + w.slice(1);
 
 /** An id format: 1–3 letters, an optional dash, 2–6 digits; lower or upper case (`mu5101`, `p-4821`, `QX07`). */
-function idFormat(rng: Rng): (rng: Rng) => string {
+export function idFormat(rng: Rng): (rng: Rng) => string {
   const letters = 1 + rng.int(3);
   const digits = 2 + rng.int(5);
   const dash = rng.next() < 0.35 ? "-" : "";
@@ -105,7 +112,8 @@ function makeWorld(rng: Rng): World {
   });
   const cat = { name: fresh(), values: Array.from({ length: 2 + rng.int(3) }, fresh) };
   const verb = fresh();
-  return { noun, plural: `${noun}s`, verb, nums, cat, id: idFormat(rng), tools: { find: `find_${noun}s`, get: `get_${noun}`, act: `${verb}_${noun}` } };
+  const flag = fresh();
+  return { noun, plural: `${noun}s`, verb, nums, cat, flag, id: idFormat(rng), tools: { find: `find_${noun}s`, get: `get_${noun}`, act: `${verb}_${noun}` } };
 }
 
 function toolSchemas(w: World): ToolJsonSchema[] {
@@ -133,15 +141,16 @@ function record(w: World, rng: Rng, cat?: string): Rec {
   const r: Rec = { id: w.id(rng), name: `${capital(word(rng))} ${capital(word(rng, 1 + rng.int(2)))}` };
   for (const n of w.nums) r[n.name] = n.lo + Math.round((rng.next() * (n.hi - n.lo)) / n.step) * n.step;
   r[w.cat.name] = cat ?? pick(rng, w.cat.values);
+  r[w.flag] = rng.next() < 0.5 ? "yes" : "no";
   return r;
 }
 
 /** Records with pairwise different ids and names. */
-function records(w: World, rng: Rng, n: number, cat?: string): Rec[] {
+function records(w: World, rng: Rng, n: number, cat?: string, avoid: Rec[] = []): Rec[] {
   const out: Rec[] = [];
   while (out.length < n) {
     const r = record(w, rng, cat);
-    if (!out.some((o) => o.id === r.id || o.name === r.name)) out.push(r);
+    if (![...out, ...avoid].some((o) => o.id === r.id || o.name === r.name)) out.push(r);
   }
   return out;
 }
@@ -155,9 +164,21 @@ interface Script {
   request: string;
   turns: { action: Action; results?: ToolCallResult[] }[];
   answer: string;
+  /** The turn a reading probe asks the model to write (select: the act after the list; recall: the act). */
+  probe?: number;
 }
 
-function script(skill: Skill, w: World, rng: Rng): Script {
+/** Controls for reading probes (`./probes.ts`); the corpus draws each of them. */
+export interface EpisodeOptions {
+  /** `recall`: turns between the response holding the id and the call that copies it (1–4). */
+  distance?: number;
+  /** `select`, `chain`: records in the list (≥ 2). */
+  listLength?: number;
+  /** `recall`: the id to copy (otherwise one of the world's format). */
+  id?: string;
+}
+
+function script(skill: Skill, w: World, rng: Rng, opts: EpisodeOptions): Script {
   const { find, get, act } = w.tools;
   const num = pick(rng, w.nums);
   const confirmation = () => w.id(rng).toUpperCase();
@@ -185,20 +206,51 @@ function script(skill: Skill, w: World, rng: Rng): Script {
     case "select":
     case "chain": {
       const cat = pick(rng, w.cat.values);
-      const list = records(w, rng, 2 + rng.int(7), cat);
+      const list = records(w, rng, opts.listLength ?? 2 + rng.int(7), cat);
       const values = list.map((r) => r[num.name] as number);
-      const mode = pick(rng, ["lowest", "highest", "atLeast"] as const);
+      const mode = pick(rng, ["lowest", "highest", "atLeast", "flag"] as const);
+      if (mode === "flag" && !list.some((r) => r[w.flag] === "yes")) list[rng.int(list.length)][w.flag] = "yes";
       const k = pick(rng, values);
       // Ties go to the first record in the list, as a reader scanning it would take.
       const chosen =
-        mode === "lowest" ? list[values.indexOf(Math.min(...values))] : mode === "highest" ? list[values.indexOf(Math.max(...values))] : list[values.findIndex((v) => v >= k)];
-      const what = mode === "lowest" ? `the lowest ${num.name}` : mode === "highest" ? `the highest ${num.name}` : `a ${num.name} of at least ${k} (the first one listed)`;
+        mode === "lowest"
+          ? list[values.indexOf(Math.min(...values))]
+          : mode === "highest"
+            ? list[values.indexOf(Math.max(...values))]
+            : mode === "atLeast"
+              ? list[values.findIndex((v) => v >= k)]
+              : list.find((r) => r[w.flag] === "yes")!;
+      const what =
+        mode === "lowest"
+          ? `the lowest ${num.name}`
+          : mode === "highest"
+            ? `the highest ${num.name}`
+            : mode === "atLeast"
+              ? `a ${num.name} of at least ${k} (the first one listed)`
+              : `${w.flag} yes (the first one listed)`;
       const code = confirmation();
       const answer = `Done: ${chosen.name} (${chosen.id}), confirmation ${code}.`;
       const found = { action: call(find, { [w.cat.name]: cat }), results: [ok(find, list)] };
       const detail = skill === "chain" ? [{ action: call(get, { id: chosen.id }), results: [ok(get, chosen)] }] : [];
       const done = { action: call(act, { id: chosen.id }), results: [ok(act, { confirmation: code })] };
-      return { request: `${capital(w.verb)} the ${cat} ${w.noun} with ${what}.`, turns: [found, ...detail, done, answerTurn(answer)], answer };
+      return { request: `${capital(w.verb)} the ${cat} ${w.noun} with ${what}.`, turns: [found, ...detail, done, answerTurn(answer)], answer, probe: skill === "select" ? 1 : undefined };
+    }
+    case "recall": {
+      const distance = opts.distance ?? 1 + rng.int(4);
+      const r = record(w, rng);
+      if (opts.id !== undefined) r.id = opts.id;
+      const cats = Array.from({ length: distance - 1 }, () => pick(rng, w.cat.values));
+      const lists = cats.map((c) => records(w, rng, 1 + rng.int(2), c, [r])); // short lists: a distance-4 episode fits 1 024 tokens
+      const code = confirmation();
+      const answer = `Done: ${r.name} (${r.id}), confirmation ${code}.`;
+      const shown = cats.length === 0 ? "" : ` and show me the ${cats.join(", then the ")} ${w.plural}`;
+      const turns = [
+        { action: call(find, { name: r.name }), results: [ok(find, [{ id: r.id, name: r.name }])] },
+        ...cats.map((c, i) => ({ action: call(find, { [w.cat.name]: c }), results: [ok(find, lists[i])] })),
+        { action: call(act, { id: r.id }), results: [ok(act, { confirmation: code })] },
+        answerTurn(answer),
+      ];
+      return { request: `Find the ${w.noun} named ${r.name}${shown}; then ${w.verb} ${r.name}.`, turns, answer, probe: distance };
     }
     case "empty": {
       const name = `${capital(word(rng))} ${capital(word(rng))}`;
@@ -212,17 +264,17 @@ function script(skill: Skill, w: World, rng: Rng): Script {
  * One episode of the corpus: a fresh random world (seeded by `seed`) and the skill given or one drawn from the seed,
  * rendered in `protocol`. Pure and deterministic: the same arguments give the same episode.
  */
-export function generateEpisode(seed: number, protocol: Protocol, skill?: Skill): CorpusEpisode {
+export function generateEpisode(seed: number, protocol: Protocol, skill?: Skill, options: EpisodeOptions = {}): CorpusEpisode {
   const rng = new Rng(seed);
   const w = makeWorld(rng);
   const s = skill ?? pick(rng, SKILLS);
   const tools = toolSchemas(w);
-  const sc = script(s, w, rng);
+  const sc = script(s, w, rng, options);
   const instructions = `You help with ${w.plural}. Call a tool when you need a fact you do not have; answer when done.`;
   const segments: CorpusSegment[] = [{ text: protocol.prompt(protocol.system(tools, instructions), sc.request), train: false }];
   for (const t of sc.turns) {
     segments.push({ text: protocol.format(t.action), train: true });
     if (t.results !== undefined) segments.push({ text: protocol.observation(t.results).text, train: false });
   }
-  return { skill: s, segments, actions: sc.turns.map((t) => t.action), answer: sc.answer, tools };
+  return { skill: s, segments, actions: sc.turns.map((t) => t.action), answer: sc.answer, tools, probeTurn: sc.probe };
 }

@@ -134,7 +134,8 @@ export class EmbeddedBackend implements TrainingBackend {
     this.wpeHost = data.get("wpe")!;
     this.adam = adamInit(this.params);
     this.logprobProgram = makeLogprobProgram(this.config.nHeads);
-    const engine = opts.samplerEngine ?? "jax";
+    // RoPE and token-shift models run on the onnx engines only, so they default to its sampler.
+    const engine = opts.samplerEngine ?? (this.config.positional === "rope" || this.config.tokenShift ? "onnx" : "jax");
     if (!SAMPLER_ENGINES.includes(engine)) {
       throw new Error(`unknown samplerEngine "${engine}" (expected ${SAMPLER_ENGINES.join(", ")})`);
     }
@@ -142,6 +143,8 @@ export class EmbeddedBackend implements TrainingBackend {
     if (!TRAINER_ENGINES.includes(trainer)) {
       throw new Error(`unknown trainerEngine "${trainer}" (expected ${TRAINER_ENGINES.join(", ")})`);
     }
+    const onnxOnly = this.config.positional === "rope" ? 'policy.positional "rope"' : this.config.tokenShift ? "policy.tokenShift" : undefined;
+    if (onnxOnly && (engine === "jax" || trainer === "jax")) throw new Error(`${onnxOnly} runs on the onnx engines only (got sampler ${engine}, trainer ${trainer}); set policy.sampler and policy.trainer to onnx`);
     this.batcher = new Batcher(this.config, {
       lengthBucket: opts.lengthBucket ?? DEFAULT_LENGTH_BUCKET[trainer],
       maxTokensPerChunk: opts.maxTokensPerChunk ?? 3072,
@@ -426,6 +429,15 @@ export class EmbeddedBackend implements TrainingBackend {
     }
     const tensors = await stateTensors(this.params, this.adam);
     await saveCheckpoint(dir, { config: this.config, adamStep: this.adam.step }, tensors);
+  }
+
+  /** Writes config and weights only under `dir` (checkpoint format; `load(dir, {optimizer: false})` reads it; ⅓ of `save`). */
+  async saveWeights(dir: string): Promise<void> {
+    this.checkAlive();
+    const tensors: [string, Float32Array][] = this.host
+      ? [...this.host.weights].map(([name, a]) => [`params.${name}`, a])
+      : (await stateTensors(this.params, this.adam)).filter(([name]) => name.startsWith("params."));
+    await saveCheckpoint(dir, { config: this.config, adamStep: 0 }, tensors);
   }
 
   /**

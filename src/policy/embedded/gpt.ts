@@ -14,22 +14,11 @@
 import { Rng } from "../../core/rng.ts";
 import { lax, numpy as np } from "./jax.ts";
 
-type Arr = np.Array;
+import { paramShapes, resolveConfig, type GPTConfig } from "./gptConfig.ts";
 
-/** Model shape. */
-export interface GPTConfig {
-  /** Number of token ids. */
-  vocabSize: number;
-  /** Maximum sequence length the model attends over (tokens); position embeddings exist for `[0, C)`. */
-  contextLength: number;
-  /** Residual stream width. */
-  dModel: number;
-  nLayers: number;
-  /** Attention heads; must divide `dModel`. */
-  nHeads: number;
-  /** MLP hidden width = mlpRatio × dModel (default 4). */
-  mlpRatio?: number;
-}
+export { paramCount, paramShapes, resolveConfig, ropeTables, ROPE_BASE, TOKEN_SHIFT_SCALE, type GPTConfig } from "./gptConfig.ts";
+
+type Arr = np.Array;
 
 /** Parameters of one transformer block. Weights are `[in, out]` so `x @ w`. */
 export type BlockParams = {
@@ -63,54 +52,10 @@ const LN_EPS = 1e-5;
 /** Score of masked attention slots before the max (finite, so a fully masked row cannot produce NaN). */
 const MASKED = -1e9;
 
-/** A config with defaults filled and checked. @throws Error when a dimension is invalid */
-export function resolveConfig(config: GPTConfig): Required<GPTConfig> {
-  const c = { mlpRatio: 4, ...config };
-  for (const [k, v] of Object.entries(c)) {
-    if (!Number.isInteger(v) || v <= 0) throw new Error(`GPTConfig.${k} must be a positive integer, got ${v}`);
-  }
-  if (c.dModel % c.nHeads !== 0) throw new Error(`GPTConfig: nHeads ${c.nHeads} must divide dModel ${c.dModel}`);
-  return c;
-}
-
-/** Shapes of every parameter, in the canonical order used by checkpoints: `[name, shape]`. */
-export function paramShapes(config: GPTConfig): [string, number[]][] {
-  const c = resolveConfig(config);
-  const D = c.dModel;
-  const M = c.mlpRatio * D;
-  const out: [string, number[]][] = [
-    ["wte", [c.vocabSize, D]],
-    ["wpe", [c.contextLength, D]],
-  ];
-  for (let l = 0; l < c.nLayers; l++) {
-    const p = `blocks.${l}.`;
-    out.push(
-      [p + "ln1g", [D]],
-      [p + "ln1b", [D]],
-      [p + "wqkv", [D, 3 * D]],
-      [p + "bqkv", [3 * D]],
-      [p + "wo", [D, D]],
-      [p + "bo", [D]],
-      [p + "ln2g", [D]],
-      [p + "ln2b", [D]],
-      [p + "w1", [D, M]],
-      [p + "b1", [M]],
-      [p + "w2", [M, D]],
-      [p + "b2", [D]],
-    );
-  }
-  out.push(["lnfg", [D]], ["lnfb", [D]]);
-  return out;
-}
-
-/** Total number of parameters. */
-export function paramCount(config: GPTConfig): number {
-  return paramShapes(config).reduce((s, [, shape]) => s + shape.reduce((a, b) => a * b, 1), 0);
-}
-
 /**
  * Deterministic GPT-2 initialisation as host buffers, filled by a seeded JS PRNG (identical across runs and
  * thread counts): weights ~ N(0, 0.02), residual projections (`wo`, `w2`) ~ N(0, 0.02/√(2L)), biases 0, LN gains 1.
+ * Under RoPE `wpe` is all zeros and stays so (its gradient is zero): one parameter layout serves both kinds of model.
  * @returns `[name, data]` in `paramShapes` order.
  */
 export function initParamData(config: GPTConfig, seed: number): [string, Float32Array][] {
@@ -133,7 +78,7 @@ export function initParamData(config: GPTConfig, seed: number): [string, Float32
     const leaf = name.slice(name.lastIndexOf(".") + 1);
     let data: Float32Array;
     if (leaf === "ln1g" || leaf === "ln2g" || leaf === "lnfg") data = new Float32Array(n).fill(1);
-    else if (shape.length === 1) data = new Float32Array(n);
+    else if (shape.length === 1 || (name === "wpe" && c.positional === "rope")) data = new Float32Array(n);
     else data = normal(n, leaf === "wo" || leaf === "w2" ? residStd : 0.02);
     return [name, data];
   });

@@ -23,7 +23,7 @@
  *
  * Outputs: `logits` float `[B, 1, V]`; `k.{l}` float `[B, H, hd, T]` and `v.{l}` float `[B, H, T, hd]`.
  */
-import type { GPTConfig } from "../embedded/gpt.ts";
+import { ropeTables, TOKEN_SHIFT_SCALE, type GPTConfig } from "../embedded/gpt.ts";
 import { GraphBuilder } from "./graph.ts";
 
 /** Additive attention-mask value for slots that must not be attended (as `gpt.ts`). */
@@ -92,7 +92,8 @@ export function buildGptModel(config: Required<GPTConfig>, weights: Map<string, 
   const wteT = new Float32Array(D * V);
   for (let i = 0; i < V; i++) for (let j = 0; j < D; j++) wteT[j * V + i] = wteData[i * D + j];
   const head = g.float("wte_t", [D, V], wteT);
-  const wpe = g.float("wpe", [C, D], w("wpe", C * D));
+  const rope = config.positional === "rope";
+  const wpe = rope ? undefined : g.float("wpe", [C, D], w("wpe", C * D));
   const flatND = g.int64("shape_nd", [2], [-1, D]);
 
   const layerNorm = (x: string, gain: string, bias: string): string =>
@@ -108,7 +109,31 @@ export function buildGptModel(config: Required<GPTConfig>, weights: Map<string, 
   };
 
   // Embeddings: [B, T, D] → [N, D], N = B·T.
-  let x = g.node("Reshape", [g.node("Add", [g.node("Gather", [wte, ids], 1, { axis: 0 }), g.node("Gather", [wpe, pos], 1, { axis: 0 })]), flatND]);
+  let tokEmb = g.node("Gather", [wte, ids], 1, { axis: 0 });
+  if (config.tokenShift) {
+    // Token shift (gpt.ts): + ½·R·e(prev), R reversing channels, masked where a row has no previous token.
+    const prevIds = g.input("prev_ids", "int64", ["B", "T"]);
+    const prevMask = g.input("prev_mask", "float", ["B", "T", 1]);
+    const shifted = new Float32Array(V * D);
+    for (let i = 0; i < V; i++) for (let j = 0; j < D; j++) shifted[i * D + j] = TOKEN_SHIFT_SCALE * wteData[i * D + (D - 1 - j)];
+    const wteShift = g.float("wte_shift", [V, D], shifted);
+    tokEmb = g.node("Add", [tokEmb, g.node("Mul", [g.node("Gather", [wteShift, prevIds], 1, { axis: 0 }), prevMask])]);
+  }
+  let x = g.node("Reshape", [rope ? tokEmb : g.node("Add", [tokEmb, g.node("Gather", [wpe!, pos], 1, { axis: 0 })]), flatND]);
+  // RoPE (rotate-half layout, gpt.ts `ropeTables`): cos/sin rows gathered by position, [B, 1, T, hd].
+  let rotate = (t: string): string => t;
+  if (rope) {
+    const tables = ropeTables(C, hd);
+    const axis1 = g.int64("axis1", [1], [1]);
+    const cos = g.node("Unsqueeze", [g.node("Gather", [g.float("rope_cos", [C, hd], tables.cos), pos], 1, { axis: 0 }), axis1]);
+    const sin = g.node("Unsqueeze", [g.node("Gather", [g.float("rope_sin", [C, hd], tables.sin), pos], 1, { axis: 0 }), axis1]);
+    const halfSplit = g.int64("rope_split", [2], [hd / 2, hd / 2]);
+    rotate = (t: string): string => {
+      const [a, b] = g.nodeN("Split", [t, halfSplit], 2, { axis: -1 });
+      const rot = g.node("Concat", [g.node("Neg", [b]), a], 1, { axis: -1 });
+      return g.node("Add", [g.node("Mul", [t, cos]), g.node("Mul", [rot, sin])]);
+    };
+  }
 
   const scale = 1 / Math.sqrt(hd);
   for (let l = 0; l < L; l++) {
@@ -131,8 +156,11 @@ export function buildGptModel(config: Required<GPTConfig>, weights: Map<string, 
     const h = layerNorm(x, ln1g, ln1b);
     const heads = (m: Float32Array, b: Float32Array, name: string, perm: number[]): string =>
       g.node("Transpose", [g.node("Reshape", [gemm(h, g.float(p(`${name}_w`), [D, D], m), g.float(p(`${name}_b`), [D], b)), shapeBTHD])], 1, { perm });
-    const q = heads(wq, bq, "q", [0, 2, 1, 3]); // [B,H,T,hd]
-    const k = g.node("Transpose", [g.node("Reshape", [gemm(h, g.float(p("k_w"), [D, D], wk), g.float(p("k_b"), [D], bk)), shapeBTHD])], [io.k(l)], { perm: [0, 2, 3, 1] }); // [B,H,hd,T]
+    const q = rotate(heads(wq, bq, "q", [0, 2, 1, 3])); // [B,H,T,hd]
+    const kRaw = g.node("Reshape", [gemm(h, g.float(p("k_w"), [D, D], wk), g.float(p("k_b"), [D], bk)), shapeBTHD]); // [B,T,H,hd]
+    const k = rope
+      ? g.node("Transpose", [rotate(g.node("Transpose", [kRaw], 1, { perm: [0, 2, 1, 3] }))], [io.k(l)], { perm: [0, 1, 3, 2] })
+      : g.node("Transpose", [kRaw], [io.k(l)], { perm: [0, 2, 3, 1] }); // [B,H,hd,T]
     const v = g.node("Transpose", [g.node("Reshape", [gemm(h, g.float(p("v_w"), [D, D], wv), g.float(p("v_b"), [D], bv)), shapeBTHD])], [io.v(l)], { perm: [0, 2, 1, 3] }); // [B,H,T,hd]
     // One softmax over [past slots | new tokens].
     const sPast = g.node("Add", [g.node("MatMul", [q, pastK[l]]), biasPast]); // [B,H,T,S]

@@ -173,6 +173,9 @@ interface FeedData {
   biasPast: Float32Array;
   /** Additive causal mask among the new tokens, `[1, 1, T, T]`. */
   biasNew: Float32Array;
+  /** Token-shift models: each position's previous token `[B, T]` and whether it has one `[B, T]` (1/0). */
+  prev?: BigInt64Array;
+  prevMask?: Float32Array;
 }
 
 /** One batch on an ONNX session: the JS-side KV cache, prefill and decode steps. */
@@ -181,6 +184,8 @@ class OnnxRun implements DecodeRun {
   readonly promptLen: number;
   private readonly n: number;
   private readonly lens: Int32Array;
+  /** Token-shift models: the last token fed to each logical row (the previous token of its next position). */
+  private readonly last: Int32Array;
   /** Cache slots per row. */
   private readonly S: number;
   /** Per layer: keys `[rows, H, hd, S]`, values `[rows, H, S, hd]` (rows in `phys` order). */
@@ -212,6 +217,7 @@ class OnnxRun implements DecodeRun {
     this.buffers = context.buffers;
     this.n = prompts.length;
     this.lens = Int32Array.from(prompts.map((p) => p.length));
+    this.last = Int32Array.from(prompts.map((p) => p[p.length - 1] ?? 0));
     const maxLen = Math.max(...prompts.map((p) => p.length));
     this.promptLen = maxLen;
     this.paddedRows = this.n;
@@ -236,7 +242,11 @@ class OnnxRun implements DecodeRun {
     const { ids, pos, sel, biasPast, biasNew } = data;
     const { nHeads: H, dModel: D } = this.config;
     const hd = D / H;
+    const shift: Feeds = this.config.tokenShift
+      ? { prev_ids: new this.ort.Tensor("int64", data.prev!, [B, T]), prev_mask: new this.ort.Tensor("float32", data.prevMask!, [B, T, 1]) }
+      : {};
     return {
+      ...shift,
       ids: new this.ort.Tensor("int64", ids, [B, T]),
       pos: new this.ort.Tensor("int64", pos, [B, T]),
       sel: new this.ort.Tensor("float32", sel, [B, 1, T]),
@@ -283,18 +293,24 @@ class OnnxRun implements DecodeRun {
       const ids = new BigInt64Array(B * T);
       const pos = new BigInt64Array(B * T);
       const sel = new Float32Array(B * T);
+      const prev = new BigInt64Array(B * T);
+      const prevMask = new Float32Array(B * T);
       chunk.forEach((u, b) => {
         const p = uniq[u];
         for (let t = 0; t < T; t++) {
           ids[b * T + t] = BigInt(t < p.length ? p[t] : 0);
           pos[b * T + t] = BigInt(t);
+          if (t > 0) {
+            prev[b * T + t] = BigInt(t - 1 < p.length ? p[t - 1] : 0);
+            prevMask[b * T + t] = 1;
+          }
         }
         sel[b * T + p.length - 1] = 1;
       });
       const biasNew = new Float32Array(T * T);
       for (let i = 0; i < T; i++) biasNew.fill(MASKED, i * T + i + 1, (i + 1) * T);
       // No past: one dummy slot, masked.
-      const feeds = this.feeds({ rows: B, tokens: T, slots: 1 }, { ids, pos, sel, biasPast: new Float32Array(B * T).fill(MASKED), biasNew });
+      const feeds = this.feeds({ rows: B, tokens: T, slots: 1 }, { ids, pos, sel, biasPast: new Float32Array(B * T).fill(MASKED), biasNew, prev, prevMask });
       for (let l = 0; l < L; l++) {
         feeds[io.pastK(l)] = new this.ort.Tensor("float32", new Float32Array(B * H * hd), [B, H, hd, 1]);
         feeds[io.pastV(l)] = new this.ort.Tensor("float32", new Float32Array(B * H * hd), [B, H, 1, hd]);
@@ -360,14 +376,17 @@ class OnnxRun implements DecodeRun {
     const B = phys.length;
     const ids = new BigInt64Array(B);
     const pos = new BigInt64Array(B);
+    const prev = new BigInt64Array(B);
     const biasPast = new Float32Array(B * S);
     phys.forEach((i, p) => {
       ids[p] = BigInt(next[i]);
+      prev[p] = BigInt(this.last[i]);
+      if (!done[i]) this.last[i] = next[i];
       const slot = this.lens[i] + j; // this token's position and cache slot
       pos[p] = BigInt(Math.min(slot, C - 1));
       biasPast.fill(MASKED, p * S + Math.min(slot, S), (p + 1) * S);
     });
-    const feeds = this.feeds({ rows: B, tokens: 1, slots: S }, { ids, pos, sel: new Float32Array(B).fill(1), biasPast, biasNew: new Float32Array(1) });
+    const feeds = this.feeds({ rows: B, tokens: 1, slots: S }, { ids, pos, sel: new Float32Array(B).fill(1), biasPast, biasNew: new Float32Array(1), prev, prevMask: new Float32Array(B).fill(1) });
     for (let l = 0; l < L; l++) {
       feeds[io.pastK(l)] = new this.ort.Tensor("float32", this.kc[l].subarray(0, B * H * hd * S), [B, H, hd, S]);
       feeds[io.pastV(l)] = new this.ort.Tensor("float32", this.vc[l].subarray(0, B * H * S * hd), [B, H, S, hd]);

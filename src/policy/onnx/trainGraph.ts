@@ -22,7 +22,7 @@
  * (layernorm_backward, attention_backward, gelu_backward); ONNX operator semantics from onnx/docs/Operators.md
  * (opset 20) and onnxruntime's contrib `FusedMatMul` (com.microsoft, docs/ContribOperators.md).
  */
-import { paramShapes, type GPTConfig } from "../embedded/gpt.ts";
+import { paramShapes, TOKEN_SHIFT_SCALE, type GPTConfig } from "../embedded/gpt.ts";
 import type { LossSpec } from "../embedded/loss.ts";
 import { GraphBuilder, type AttrValue } from "./graph.ts";
 
@@ -162,14 +162,35 @@ export function buildTrainGraph(config: Required<GPTConfig>, mode: TrainGraphMod
   const btShape = o.op("Shape", [x0], { start: 0, end: 2 }); // [B, T]
   const headsShape = o.op("Concat", [btShape, o.ints([3, H, hd])], { axis: 0 });
   const headShape4 = o.op("Concat", [btShape, o.ints([H, hd])], { axis: 0 });
-  let x = o.reshape(o.add(x0, pe), [-1, D]);
+  const rope = config.positional === "rope";
+  // RoPE (Su et al. 2021, §3.4; Llama's rotate-half layout): tables [T, hd] fed by the host, rows start at position 0.
+  const cos = rope ? g.input("rope_cos", "float", [Td, hd]) : "";
+  const sin = rope ? g.input("rope_sin", "float", [Td, hd]) : "";
+  const half = hd / 2;
+  const halves = (t: string) => g.nodeN("Split", [t, o.ints([half, half])], 2, { axis: -1 });
+  /** x·cos + rotate_half(x)·sin, rotate_half(x) = [−x₂, x₁]. */
+  const rotate = (t: string) => {
+    const [a, b] = halves(t);
+    return o.add(o.mul(t, cos), o.mul(o.op("Concat", [o.neg(b), a], { axis: -1 }), sin));
+  };
+  /** The transpose of `rotate`: dy·cos + [ (dy·sin)₂, −(dy·sin)₁ ]. */
+  const rotateBack = (dy: string) => {
+    const [a, b] = halves(o.mul(dy, sin));
+    return o.add(o.mul(dy, cos), o.op("Concat", [b, o.neg(a)], { axis: -1 }));
+  };
+  // Token shift (gpt.ts `tokenShift`): x_t = e_t + ½·R·e_{t−1}, R reverses the channels; a row starts with no previous token.
+  const shift = config.tokenShift;
+  const reverseD = (t: string) => o.op("Slice", [t, o.ints([D - 1]), o.ints([-D - 1]), o.ints([2]), o.ints([-1])]);
+  const xIn = shift ? o.add(x0, o.mul(reverseD(o.op("Slice", [o.op("Pad", [x0, o.ints([0, 1, 0, 0, 0, 0])]), o.ints([0]), T, o.ints([1])])), o.f(TOKEN_SHIFT_SCALE))) : x0;
+  let x = rope ? o.reshape(xIn, [-1, D]) : o.reshape(o.add(xIn, pe), [-1, D]);
   const saved: BlockSaved[] = [];
   for (let l = 0; l < config.nLayers; l++) {
     const p = (k: string) => P[`blocks.${l}.${k}`];
     const ln1 = layerNorm(o, x, p("ln1g"), p("ln1b"));
     const qkv = o.add(o.matmul(ln1.y, p("wqkv")), p("bqkv")); // [B, T, 3D]
     const heads = o.transpose(o.op("Reshape", [qkv, headsShape]), [2, 0, 3, 1, 4]); // [3, B, H, T, hd]
-    const [q, k, v] = g.nodeN("Split", [heads, o.ints([1, 1, 1])], 3, { axis: 0 }).map((s) => o.op("Squeeze", [s, o.ints([0])]));
+    const [q0, k0, v] = g.nodeN("Split", [heads, o.ints([1, 1, 1])], 3, { axis: 0 }).map((s) => o.op("Squeeze", [s, o.ints([0])]));
+    const [q, k] = rope ? [rotate(q0), rotate(k0)] : [q0, k0];
     const probs = o.op("Softmax", [o.add(o.matmul(q, k, 0, 1, scale), bias)], { axis: -1 }); // [B, H, T, T]
     const attnOut = o.reshape(o.transpose(o.matmul(probs, v), [0, 2, 1, 3]), [-1, D]); // [N, D]
     x = o.add(x, o.add(o.matmul(attnOut, p("wo")), p("bo")));
@@ -315,20 +336,25 @@ export function buildTrainGraph(config: Required<GPTConfig>, mode: TrainGraphMod
     const dP = o.matmul(dO, s.v, 0, 1);
     const dv = o.matmul(s.probs, dO, 1, 0);
     const dS = o.mul(s.probs, o.sub(dP, o.sum(o.mul(dP, s.probs), [-1], 1)));
-    const dq = o.matmul(dS, s.k, 0, 0, scale);
-    const dk = o.matmul(dS, s.q, 1, 0, scale);
+    let dq = o.matmul(dS, s.k, 0, 0, scale);
+    let dk = o.matmul(dS, s.q, 1, 0, scale);
+    if (rope) [dq, dk] = [rotateBack(dq), rotateBack(dk)];
     const stacked = o.op("Concat", [dq, dk, dv].map((t) => o.op("Unsqueeze", [t, o.ints([0])])), { axis: 0 }); // [3, B, H, T, hd]
     const dQkv = o.reshape(o.transpose(stacked, [1, 3, 0, 2, 4]), [-1, 3 * D]); // [N, 3D]
     dx = o.add(dx, lnBack(s.ln1, linearBack(s.ln1.y, p("wqkv"), dQkv, name("wqkv"), name("bqkv")), name("ln1g"), name("ln1b")));
   }
   grad("wte", headGrad);
   const dx3 = o.op("Reshape", [dx, o.op("Shape", [x0])]); // [B, T, D]
-  grad("wpe", o.sum(dx3, [0]));
+  grad("wpe", rope ? o.mul(o.sum(dx3, [0]), o.f(0)) : o.sum(dx3, [0]));
+  // The token shift's transpose: position t's gradient also reaches e_t through position t+1's ½·R·e_t.
+  const dx0 = shift
+    ? o.add(dx3, o.mul(reverseD(o.op("Slice", [o.op("Pad", [dx3, o.ints([0, 0, 0, 0, 1, 0])]), o.ints([1]), o.add(T, o.ints([1])), o.ints([1])])), o.f(TOKEN_SHIFT_SCALE)))
+    : dx3;
   for (const [name, value] of grads) {
     g.node("Identity", [value], [`grad.${name}`]);
     g.output(`grad.${name}`, "float", name === "wpe" ? [Td, D] : (paramShapes(config).find(([n]) => n === name)![1]));
   }
-  g.node("Identity", [dx3], ["grad.x0"]);
+  g.node("Identity", [dx0], ["grad.x0"]);
   g.output("grad.x0", "float", [Bd, Td, D]);
   return g.encode(20, 9, { "com.microsoft": 1 });
 }

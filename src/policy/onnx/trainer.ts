@@ -9,7 +9,7 @@
  */
 import { availableParallelism } from "node:os";
 import type { InferenceSession, Tensor } from "onnxruntime-node";
-import { paramShapes, type GPTConfig } from "../embedded/gpt.ts";
+import { paramShapes, ropeTables, type GPTConfig } from "../embedded/gpt.ts";
 import { buildTrainGraph, type TrainGraphLoss, type TrainGraphMode } from "./trainGraph.ts";
 import { loadOrt, type Ort } from "./ort.ts";
 
@@ -127,6 +127,11 @@ export class OnnxTrainer {
     for (const [name, data] of weights) feeds[name] = new ort.Tensor("float32", data, this.shapes.get(name)!);
     feeds.x0 = new ort.Tensor("float32", chunk.x0, [chunk.rows, chunk.T, D]);
     feeds.bias = new ort.Tensor("float32", chunk.bias, [chunk.T, chunk.T]);
+    if (this.config.positional === "rope") {
+      const { cos, sin } = ropeTables(chunk.T, D / this.config.nHeads);
+      feeds.rope_cos = new ort.Tensor("float32", cos, [chunk.T, D / this.config.nHeads]);
+      feeds.rope_sin = new ort.Tensor("float32", sin, [chunk.T, D / this.config.nHeads]);
+    }
     if (withTargets) feeds.targets = new ort.Tensor("int64", BigInt64Array.from(chunk.targets, (t) => BigInt(t)), [chunk.rows, chunk.T]);
     return feeds;
   }

@@ -1,0 +1,112 @@
+/**
+ * Plain copy and lookup drills for the base model's pretraining corpus (issue 32 part 3): short texts dense in the
+ * one skill every later step needs — reproducing a string seen earlier in the context, exactly. A tool-use episode
+ * holds a few copied tokens among hundreds; a drill holds dozens, so the attention pattern that copies (an
+ * "induction head": attend to the token after the previous occurrence of the current one, Olsson et al. 2022,
+ * "In-context Learning and Induction Heads" §2) forms early in pretraining and the episodes then teach *what* to copy.
+ *
+ * Kinds (`DRILLS`), each a list of segments like an episode's (`train` = loss mask 1):
+ * - `repeat`: a line of 1–8 random items (ids, names, numbers, dates, words), then the same line again;
+ * - `lookup`: a JSON list of 2–8 random records (some with a nested object), then 3–6 questions, each answered by
+ *   copying one value: a record's id by its name, a field by its id, a nested field, the id of the lowest / highest.
+ * Random throughout (seeded); no built-in env's names or worlds.
+ */
+import { Rng } from "../core/rng.ts";
+import { capital, idFormat, pick, word, type CorpusSegment } from "./corpus.ts";
+
+/** The drill kinds (see the file comment). */
+export const DRILLS = ["repeat", "lookup"] as const;
+/** One of {@link DRILLS}. */
+export type DrillKind = (typeof DRILLS)[number];
+
+/** One generated drill. */
+export interface Drill {
+  kind: DrillKind;
+  segments: CorpusSegment[];
+}
+
+function date(rng: Rng): string {
+  return `20${26 + rng.int(4)}-${String(1 + rng.int(12)).padStart(2, "0")}-${String(1 + rng.int(28)).padStart(2, "0")}`;
+}
+
+/** A random item: an id, a two-word name, an integer, a decimal, a date or a word. */
+function item(rng: Rng): string {
+  switch (rng.int(6)) {
+    case 0:
+      return idFormat(rng)(rng);
+    case 1:
+      return `${capital(word(rng))} ${capital(word(rng, 1 + rng.int(2)))}`;
+    case 2:
+      return String(rng.int(10 ** (1 + rng.int(5))));
+    case 3:
+      return (rng.int(100000) / 100).toFixed(2);
+    case 4:
+      return date(rng);
+    default:
+      return word(rng);
+  }
+}
+
+function repeat(rng: Rng): CorpusSegment[] {
+  const items = Array.from({ length: 1 + rng.int(8) }, () => item(rng));
+  const sep = pick(rng, [", ", " | ", "; ", " "]);
+  const line = items.join(sep);
+  const cue = pick(rng, ["Repeat exactly:", "Copy this:", "Say it back:", "Echo:"]);
+  return [
+    { text: `${cue} ${line}\n`, train: false },
+    { text: `${line}\n`, train: true },
+  ];
+}
+
+function lookup(rng: Rng): CorpusSegment[] {
+  const id = idFormat(rng);
+  const num = word(rng);
+  const cat = word(rng);
+  const nest = rng.next() < 0.5 ? { outer: word(rng), inner: word(rng) } : undefined;
+  const n = 2 + rng.int(7);
+  const recs: Record<string, unknown>[] = [];
+  const seen = new Set<string>();
+  while (recs.length < n) {
+    const r: Record<string, unknown> = { id: id(rng), name: `${capital(word(rng))} ${capital(word(rng, 1 + rng.int(2)))}` };
+    if (seen.has(r.id as string) || seen.has(r.name as string)) continue;
+    seen.add(r.id as string).add(r.name as string);
+    r[num] = rng.int(1000);
+    r[cat] = word(rng);
+    if (nest) r[nest.outer] = { [nest.inner]: item(rng) };
+    recs.push(r);
+  }
+  const segments: CorpusSegment[] = [{ text: `${JSON.stringify(recs)}\n`, train: false }];
+  const vals = recs.map((r) => r[num] as number);
+  for (let q = 3 + rng.int(4); q > 0; q--) {
+    const r = pick(rng, recs);
+    let question: string, answer: string;
+    switch (rng.int(nest ? 5 : 4)) {
+      case 0:
+        [question, answer] = [`id of ${r.name as string}?`, r.id as string];
+        break;
+      case 1:
+        [question, answer] = [`${num} of ${r.id as string}?`, String(r[num])];
+        break;
+      case 2:
+        [question, answer] = [`${cat} of ${r.id as string}?`, r[cat] as string];
+        break;
+      case 3: {
+        const low = rng.next() < 0.5;
+        const best = recs[vals.indexOf(low ? Math.min(...vals) : Math.max(...vals))];
+        [question, answer] = [`id with the ${low ? "lowest" : "highest"} ${num}?`, best.id as string];
+        break;
+      }
+      default:
+        [question, answer] = [`${nest!.outer}.${nest!.inner} of ${r.id as string}?`, (r[nest!.outer] as Record<string, string>)[nest!.inner]];
+    }
+    segments.push({ text: `${question} `, train: false }, { text: `${answer}\n`, train: true });
+  }
+  return segments;
+}
+
+/** One drill, the kind given or drawn from the seed. Pure and deterministic. */
+export function generateDrill(seed: number, kind?: DrillKind): Drill {
+  const rng = new Rng(seed);
+  const k = kind ?? pick(rng, DRILLS);
+  return { kind: k, segments: k === "repeat" ? repeat(rng) : lookup(rng) };
+}
