@@ -52,7 +52,7 @@ export const PretrainConfig = z
       .prefault({}),
     optim: z
       .object({
-        steps: int(1, "Optimiser steps.").default(5000),
+        steps: int(1, "Optimiser steps.").default(3000),
         rowsPerStep: intIn(1, SIZE_BOUNDS.batch, "Packed rows of contextLength tokens per step.").default(16),
         learningRate: num(0, 1, "Peak AdamW learning rate (after warm-up; cosine decay to minLearningRate).").default(3e-3),
         minLearningRate: num(0, 1, "Learning rate at the last step.").default(3e-4),
