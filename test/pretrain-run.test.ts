@@ -4,7 +4,7 @@
  * uninterrupted one (metrics and fingerprint); an existing run is refused without --resume/--overwrite, and
  * --overwrite deletes only the files a run writes.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -62,8 +62,10 @@ describe("arl pretrain (smoke size)", () => {
     await expect(runPretrain(cfg)).rejects.toThrow(/already holds a pretraining run: --resume to continue it, --overwrite/);
     await expect(runPretrain(smoke("c", { "optim.steps": "4", "run.probesPerCell": "0" }), { resume: true })).rejects.toThrow(/--resume: the config differs/);
     writeFileSync(join(cfg.run.dir, "notes.txt"), "mine");
+    mkdirSync(join(cfg.run.dir, "checkpoint-99")); // as a crash between a checkpoint and state.json would leave it
     await runPretrain(cfg, { overwrite: true });
     expect(readFileSync(join(cfg.run.dir, "notes.txt"), "utf8")).toBe("mine");
+    expect(existsSync(join(cfg.run.dir, "checkpoint-99"))).toBe(false);
     await expect(runPretrain(smoke("nothing-here"), { resume: true })).rejects.toThrow(/holds no pretraining run/);
   }, 120_000);
 

@@ -57,7 +57,9 @@ export function registerPretrain(program: Command, overrides: () => Record<strin
         console.log(`fingerprint: ${s.fingerprint}`);
       } catch (e) {
         if (e instanceof PretrainInterrupted) {
-          console.error(`${e.message}: arl pretrain --resume ${process.argv.slice(2).filter((a) => a !== "--resume" && a !== "--overwrite").join(" ")}`.trimEnd());
+          const args = process.argv.slice(2);
+          const rest = args.slice(args.indexOf("pretrain") + 1).filter((a) => a !== "--resume" && a !== "--overwrite");
+          console.error(`${e.message}: arl pretrain --resume ${rest.join(" ")}`.trimEnd());
           process.exitCode = 130;
           return;
         }

@@ -16,7 +16,7 @@
  *   file and the weights: same seed, same machine → same fingerprint, resumed or not.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, appendFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Datum } from "../core/types.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
@@ -166,11 +166,8 @@ export async function runPretrain(config: PretrainConfig, options: PretrainOptio
     if (existsSync(statePath)) state = JSON.parse(readFileSync(statePath, "utf8")) as State;
   } else if (RUN_FILES.some((f) => existsSync(join(dir, f)))) {
     if (!options.overwrite) throw new ConfigError([`${dir} already holds a pretraining run: --resume to continue it, --overwrite to replace it, or --dir elsewhere`]);
-    if (existsSync(statePath)) {
-      const old = JSON.parse(readFileSync(statePath, "utf8")) as State;
-      rmSync(join(dir, old.checkpoint), { recursive: true, force: true });
-    }
-    for (const f of RUN_FILES) rmSync(join(dir, f), { recursive: true, force: true });
+    // Only what a run writes: its files and its checkpoint-<step> folders (one a crash left unrecorded included).
+    for (const f of [...RUN_FILES, ...readdirSync(dir).filter((n) => /^checkpoint-\d+$/.test(n))]) rmSync(join(dir, f), { recursive: true, force: true });
   }
   mkdirSync(dir, { recursive: true });
   writeAtomic(join(dir, "config.json"), configText);
