@@ -7,6 +7,7 @@ import { ENV_RECIPES } from "../src/envs/index.ts";
 import { hermesProtocol } from "../src/protocol/hermes.ts";
 import { reactProtocol } from "../src/protocol/react.ts";
 import { generateEpisode, SKILLS } from "../src/pretrain/corpus.ts";
+import { DRILLS, generateDrill } from "../src/pretrain/drills.ts";
 
 const protocols = [hermesProtocol, reactProtocol];
 const callsOf = (a: Action) => (a.type === "tool_call" ? a.calls : []);
@@ -88,5 +89,43 @@ describe("pretraining corpus", () => {
   it("names no built-in env's tool", () => {
     const builtIn = new Set(Object.values(ENV_RECIPES).flatMap((r) => [...r.tools]));
     for (let seed = 0; seed < 500; seed++) for (const t of generateEpisode(seed, hermesProtocol).tools) expect(builtIn.has(t.name), t.name).toBe(false);
+  });
+
+  it("never draws a field named like a record's own keys (a world with a field `name` once made names yes/no and hung the generator)", () => {
+    // Seed 1410948370 drew "name" for its yes/no field: records(…) could never find distinct names (found 2026-12-07,
+    // a pretraining run stuck at step 1105).
+    expect(generateEpisode(1410948370, hermesProtocol).skill).toBe("recall");
+    for (let seed = 0; seed < 3000; seed++) {
+      const ep = generateEpisode(seed, hermesProtocol);
+      for (const seg of ep.segments) {
+        const m = seg.text.match(/<tool_response>\n(\[.*\]|\{.*\})\n<\/tool_response>/s);
+        if (!m || seg.text.includes("error:")) continue;
+        const v = JSON.parse(m[1]) as Record<string, unknown> | Record<string, unknown>[];
+        for (const rec of Array.isArray(v) ? v : [v]) if ("name" in rec) expect(rec.name, `seed ${seed}`).toMatch(/^[A-Z][a-z]+ [A-Z][a-z]+$/);
+      }
+    }
+  });
+
+  it("drills: deterministic; every answer is copied from the drill's own text, and a lookup's answer is the record's value", () => {
+    expect(generateDrill(5)).toEqual(generateDrill(5));
+    const kinds = new Set<string>();
+    for (let seed = 0; seed < 400; seed++) {
+      const d = generateDrill(seed);
+      kinds.add(d.kind);
+      const context = d.segments.filter((x) => !x.train).map((x) => x.text).join("");
+      for (const a of d.segments.filter((x) => x.train)) expect(context, `seed ${seed}`).toContain(a.text.trim());
+      if (d.kind === "lookup") {
+        const recs = JSON.parse(d.segments[0].text) as Record<string, unknown>[];
+        expect(new Set(recs.map((r) => r.id)).size).toBe(recs.length);
+        for (const r of recs) expect(typeof r.name).toBe("string");
+        for (let i = 1; i + 1 < d.segments.length; i += 2) {
+          const q = d.segments[i].text;
+          const ans = d.segments[i + 1].text.trim();
+          const byName = q.match(/^id of (.+)\? $/);
+          if (byName) expect(recs.find((r) => r.name === byName[1])!.id).toBe(ans);
+        }
+      }
+    }
+    expect([...kinds].sort()).toEqual([...DRILLS].sort());
   });
 });

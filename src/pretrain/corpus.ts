@@ -96,9 +96,13 @@ export function idFormat(rng: Rng): (rng: Rng) => string {
   };
 }
 
+/** Keys every record or response has: a drawn field of the same name would overwrite them. */
+export const RESERVED_KEYS = ["id", "name", "confirmation"] as const;
+
 function makeWorld(rng: Rng): World {
   const noun = word(rng);
-  const names = new Set<string>([noun]);
+  // Field names are drawn like words; the record keys the generator itself writes are never drawn ("name" is a word).
+  const names = new Set<string>([noun, ...RESERVED_KEYS]);
   const fresh = () => {
     let w = word(rng);
     while (names.has(w)) w = word(rng);
@@ -148,7 +152,8 @@ function record(w: World, rng: Rng, cat?: string): Rec {
 /** Records with pairwise different ids and names. */
 function records(w: World, rng: Rng, n: number, cat?: string, avoid: Rec[] = []): Rec[] {
   const out: Rec[] = [];
-  while (out.length < n) {
+  for (let attempt = 0; out.length < n; attempt++) {
+    if (attempt === 10_000) throw new Error(`corpus: no ${n} distinct ${w.plural} after 10 000 draws (world of ${w.noun})`);
     const r = record(w, rng, cat);
     if (![...out, ...avoid].some((o) => o.id === r.id || o.name === r.name)) out.push(r);
   }

@@ -12,7 +12,7 @@
  * Random throughout (seeded); no built-in env's names or worlds.
  */
 import { Rng } from "../core/rng.ts";
-import { capital, idFormat, pick, word, type CorpusSegment } from "./corpus.ts";
+import { capital, idFormat, pick, RESERVED_KEYS, word, type CorpusSegment } from "./corpus.ts";
 
 /** The drill kinds (see the file comment). */
 export const DRILLS = ["repeat", "lookup"] as const;
@@ -60,13 +60,22 @@ function repeat(rng: Rng): CorpusSegment[] {
 
 function lookup(rng: Rng): CorpusSegment[] {
   const id = idFormat(rng);
-  const num = word(rng);
-  const cat = word(rng);
-  const nest = rng.next() < 0.5 ? { outer: word(rng), inner: word(rng) } : undefined;
+  // Distinct keys, none of the record's own (a drawn "name" would overwrite the names).
+  const keys = new Set<string>(RESERVED_KEYS);
+  const key = (): string => {
+    let k = word(rng);
+    while (keys.has(k)) k = word(rng);
+    keys.add(k);
+    return k;
+  };
+  const num = key();
+  const cat = key();
+  const nest = rng.next() < 0.5 ? { outer: key(), inner: word(rng) } : undefined;
   const n = 2 + rng.int(7);
   const recs: Record<string, unknown>[] = [];
   const seen = new Set<string>();
-  while (recs.length < n) {
+  for (let attempt = 0; recs.length < n; attempt++) {
+    if (attempt === 10_000) throw new Error(`drills: no ${n} distinct records after 10 000 draws`);
     const r: Record<string, unknown> = { id: id(rng), name: `${capital(word(rng))} ${capital(word(rng, 1 + rng.int(2)))}` };
     if (seen.has(r.id as string) || seen.has(r.name as string)) continue;
     seen.add(r.id as string).add(r.name as string);
