@@ -16,13 +16,14 @@
  *   file and the weights: same seed, same machine → same fingerprint, resumed or not.
  */
 import { createHash } from "node:crypto";
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Datum } from "../core/types.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import { HfTokenizer } from "../policy/hf/tokenizer.ts";
 import { PROTOCOLS } from "../protocol/index.ts";
 import { ConfigError } from "../train/config.ts";
+import { writeFileAtomic } from "../train/runDir.ts";
 import { learningRateAt, type PretrainConfig } from "./config.ts";
 import { encodeDocument, END_OF_TEXT, packedBatch, documentSegments } from "./rows.ts";
 import { trainBaseTokenizer } from "./tokenizer.ts";
@@ -107,12 +108,6 @@ interface State {
 
 const RUN_FILES = ["config.json", "tokenizer.json", "state.json", "metrics.jsonl", "base"];
 
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
-
 /** sha256 of the tokenizer file's bytes then the weights file's. */
 export function baseFingerprint(baseDir: string): string {
   return createHash("sha256").update(readFileSync(join(baseDir, "tokenizer.json"))).update(readFileSync(join(baseDir, "tensors.bin"))).digest("hex");
@@ -170,14 +165,14 @@ export async function runPretrain(config: PretrainConfig, options: PretrainOptio
     for (const f of [...RUN_FILES, ...readdirSync(dir).filter((n) => /^checkpoint-\d+$/.test(n))]) rmSync(join(dir, f), { recursive: true, force: true });
   }
   mkdirSync(dir, { recursive: true });
-  writeAtomic(join(dir, "config.json"), configText);
+  writeFileAtomic(join(dir, "config.json"), configText);
 
   // Tokenizer.
   const tokPath = join(dir, "tokenizer.json");
   if (!existsSync(tokPath)) {
     report.line?.(`tokenizer: training a ${config.tokenizer.vocabSize}-token byte-level BPE…`);
     const doc = await trainBaseTokenizer(config, dir);
-    writeAtomic(tokPath, JSON.stringify(doc));
+    writeFileAtomic(tokPath, JSON.stringify(doc));
   }
   const tokJson = JSON.parse(readFileSync(tokPath, "utf8")) as TokenizerJsonDocument;
   const tok = new HfTokenizer({ json: tokJson, config: undefined, source: tokPath });
@@ -200,7 +195,7 @@ export async function runPretrain(config: PretrainConfig, options: PretrainOptio
   const metricsPath = join(dir, "metrics.jsonl");
   // Lines after the checkpoint resumed from are dropped: the run rewrites them identically.
   const kept = existsSync(metricsPath) ? readFileSync(metricsPath, "utf8").split("\n").filter((l) => l && (JSON.parse(l) as { step: number }).step <= step) : [];
-  writeAtomic(metricsPath, kept.map((l) => `${l}\n`).join(""));
+  writeFileAtomic(metricsPath, kept.map((l) => `${l}\n`).join(""));
   const held = heldOut(config, tok, sep[0], 48);
   let finalLoss = NaN;
   let heldOutLoss = NaN;
@@ -215,7 +210,7 @@ export async function runPretrain(config: PretrainConfig, options: PretrainOptio
     await be.save(join(dir, name));
     const old = state?.checkpoint;
     state = { step, checkpoint: name, tokens };
-    writeAtomic(statePath, `${JSON.stringify(state)}\n`);
+    writeFileAtomic(statePath, `${JSON.stringify(state)}\n`);
     if (old && old !== name) rmSync(join(dir, old), { recursive: true, force: true });
   };
   const { optim } = config;
@@ -257,7 +252,7 @@ export async function runPretrain(config: PretrainConfig, options: PretrainOptio
     }
   }
   const info: BaseInfo = { format: BASE_FORMAT, config: { ...be.config }, fingerprint, steps: step, tokens, pretrain: config, ...(probes ? { probes } : {}) };
-  writeAtomic(join(baseDir, "base.json"), `${JSON.stringify(info, null, 2)}\n`);
+  writeFileAtomic(join(baseDir, "base.json"), `${JSON.stringify(info, null, 2)}\n`);
   be.dispose();
   return { dir, baseDir, fingerprint, steps: step, tokens, finalLoss, heldOutLoss };
 }

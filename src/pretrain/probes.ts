@@ -124,16 +124,20 @@ export interface ProbeResult {
  * @param maxTokens the most tokens of a probed turn (default 96)
  */
 export async function runProbes(client: SamplingClient, tokenizer: Tokenizer, cases: readonly ProbeCase[], maxTokens = 96): Promise<ProbeResult[]> {
+  // Per protocol: stops that are one token end the sample; others (several tokens) cut its text after their first occurrence.
+  const stopsOf = new Map<Protocol, { stop: number[]; strings: string[] }>();
+  for (const p of new Set(cases.map((c) => c.protocol))) {
+    const s = { stop: [] as number[], strings: [] as string[] };
+    for (const text of p.stops) {
+      const ids = tokenizer.encode(text);
+      if (ids.length === 1) s.stop.push(ids[0]);
+      else s.strings.push(text);
+    }
+    stopsOf.set(p, s);
+  }
   return Promise.all(
     cases.map(async (c) => {
-      // Stops that are one token end the sample; others (several tokens) cut its text after their first occurrence.
-      const stop: number[] = [];
-      const strings: string[] = [];
-      for (const s of c.protocol.stops) {
-        const ids = tokenizer.encode(s);
-        if (ids.length === 1) stop.push(ids[0]);
-        else strings.push(s);
-      }
+      const { stop, strings } = stopsOf.get(c.protocol)!;
       const [sample] = await client.sample(tokenizer.promptTokens(c.prefix, { rendered: true }), { n: 1, maxTokens, temperature: 0, stop, seed: 0 });
       let text = tokenizer.decode(sample.tokens);
       for (const s of strings) {
