@@ -53,6 +53,7 @@ describe("onnx trainer: RoPE and token shift", () => {
     ["RoPE", { positional: "rope" }],
     ["token shift", { tokenShift: true }],
     ["RoPE + token shift", { positional: "rope", tokenShift: true }],
+    ["RoPE + token shift over 3 tokens", { positional: "rope", tokenShift: true, shiftWindow: 3 }],
     ["learned positions (reference)", {}],
   ] as const)("%s: the gradient's directional derivative matches central differences (1 %%)", async (_name, extra) => {
     const { fd, analytic } = await directionalCheck(extra);
@@ -65,5 +66,7 @@ describe("onnx trainer: RoPE and token shift", () => {
     expect(() => new EmbeddedBackend({ ...base, positional: "rope" }, { seed: 0, trainerEngine: "jax", samplerEngine: "onnx" })).toThrow(/policy\.positional "rope" runs on the onnx engines only/);
     expect(() => new EmbeddedBackend({ ...base, tokenShift: true }, { seed: 0, samplerEngine: "jax" })).toThrow(/policy\.tokenShift runs on the onnx engines only/);
     expect(() => resolveConfig({ ...base, positional: "alibi" as "rope" })).toThrow(/positional must be one of learned, rope/);
+    expect(() => resolveConfig({ ...base, tokenShift: true, shiftWindow: 4 })).toThrow(/shiftWindow must be 1, 2 or 3, got 4/);
+    expect(() => resolveConfig({ ...base, dModel: 18, tokenShift: true, shiftWindow: 2 })).toThrow(/shiftWindow 2 needs dModel divisible by 4, got 18/);
   });
 });

@@ -110,6 +110,7 @@ describe("ONNX sampler", () => {
     ["RoPE", { positional: "rope" }],
     ["RoPE + token shift", { positional: "rope", tokenShift: true }],
     ["learned positions + token shift", { tokenShift: true }],
+    ["RoPE + token shift over 3 tokens", { positional: "rope", tokenShift: true, shiftWindow: 3 }],
   ] as const)("%s models: sampler logprobs match the trainer's (1e-4), random and trained weights, through the KV cache", async (_name, extra) => {
     const cfg: GPTConfig = { ...CFG, ...extra };
     const be = await onnxBackend(9, {}, cfg);

@@ -27,7 +27,7 @@ describe("arl pretrain (smoke size)", () => {
     const info = JSON.parse(readFileSync(join(a.baseDir, "base.json"), "utf8")) as BaseInfo;
     expect(info.fingerprint).toBe(a.fingerprint);
     expect(baseFingerprint(a.baseDir)).toBe(a.fingerprint);
-    expect(info.config).toMatchObject({ positional: "rope", tokenShift: true, dModel: 32 });
+    expect(info.config).toMatchObject({ positional: "rope", tokenShift: true, shiftWindow: 3, dModel: 32 });
     // Reading probes ran on the finished base, per protocol (an untrained smoke model reads nothing: rates in [0, 1]).
     expect(Object.keys(info.probes!).sort()).toEqual(["hermes", "react"]);
     for (const p of Object.values(info.probes!)) {

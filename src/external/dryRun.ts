@@ -28,12 +28,12 @@ function normalizeQuery(q: unknown): string {
 
 /**
  * `arl train --agent … --dry-run`: checks what a run needs without training or writing anything — the config
- * (`checkAgentConfig`), the tokenizer (the world's words, `policy.tinker.tokenizer`, or the `warmStart` checkpoint,
- * loaded), the run folder (a run already there needs `overwrite` or `resume`, and `resume` the same config and
- * agent), and the agent itself: one **probe rollout** of a training question only retrieval answers against the
- * scripted careful teacher behind a gateway of its own (the warm start's teacher: no model is trained or sampled),
- * which must call the gateway and return, so a broken agent command, a wrong `OPENAI_BASE_URL` use or a crash is found
- * in seconds.
+ * (`checkAgentConfig`), the tokenizer (the world's words, `policy.tinker.tokenizer`, the `warmStart` checkpoint or
+ * the base of `policy.init: base`, loaded), the run folder (a run already there needs `overwrite` or `resume`, and
+ * `resume` the same config and agent), and the agent itself: one **probe rollout** of a training question only
+ * retrieval answers against the scripted careful teacher behind a gateway of its own (the warm start's teacher: no
+ * model is trained or sampled), which must call the gateway and return, so a broken agent command, a wrong
+ * `OPENAI_BASE_URL` use or a crash is found in seconds.
  * @returns lines of a short summary (world, tokenizer, sizes, reward, the probe's calls, searches, segments and answer)
  * @throws ConfigError naming the field or flag; `--agent` with the probe's drop reason when the probe was dropped
  */
@@ -42,7 +42,7 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
   const { instance } = env;
   const world = env.world("rl", 0);
   if (world.train.length === 0 || instance.test.length === 0) throw new ConfigError([`env.options: the world has ${world.train.length} training and ${instance.test.length} held-out questions (expected ≥ 1 each; change env.options.numCountries or env.options.testFraction)`]);
-  const { tokenizer } = await agentTokenizer(config, world.texts(), options);
+  const { tokenizer, base } = await agentTokenizer(config, world.texts(), options);
   const folder = join(config.run.dir, config.run.name);
   const agentId = options.agentId ?? (typeof options.agent === "string" ? `command: ${options.agent}` : "function");
   const holder = existsSync(join(folder, "config.yaml")) ? lockHolder(folder) : undefined;
@@ -54,7 +54,7 @@ export async function dryRunAgent(config: ExperimentConfig, options: AgentExperi
   }
   const lines = [
     `world: ${instance.describe()}, ${world.train.length} train / ${instance.test.length} held-out questions (${evalTasks({ instance }, config).length} evaluated)`,
-    `tokenizer: ${tokenizer.vocabSize} tokens${options.warmStart !== undefined ? ` from ${options.warmStart}` : config.policy.backend === "tinker" ? ` from ${config.policy.tinker.tokenizer}` : " (the world's words and the chat template's)"}; context ${config.policy.contextLength}, training lengths padded to multiples of ${trainLengthBucket(config.policy)}`,
+    `tokenizer: ${tokenizer.vocabSize} tokens${options.warmStart !== undefined ? ` from ${options.warmStart}` : config.policy.backend === "tinker" ? ` from ${config.policy.tinker.tokenizer}` : base !== undefined ? ` from the base ${base.dir} (fingerprint ${base.fingerprint.slice(0, 12)})` : " (the world's words and the chat template's)"}; context ${config.policy.contextLength}, training lengths padded to multiples of ${trainLengthBucket(config.policy)}`,
     `warm start: ${options.warmStart !== undefined ? `from ${options.warmStart}` : `${config.sft.steps} SFT steps on teacher demonstrations (${config.sft.counterfactualWorlds} counterfactual worlds)`}; RL: ${config.rl.steps} steps × ${config.rl.tasksPerStep} tasks × ${config.rl.groupSize} rollouts over the real world and ${config.rl.counterfactualWorlds} counterfactual ones`,
     `reward: ${Object.entries(rewardConfigOf(config).weights).map(([t, w]) => `${t} ${w}`).join(", ")} (unless the agent reports its own); held-out success: EM graded by the trainer`,
   ];

@@ -194,7 +194,7 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
   const demoWorlds = served.worlds.slice(1, 1 + config.sft.counterfactualWorlds);
   const rlWorlds = served.worlds.slice(1 + config.sft.counterfactualWorlds);
 
-  // The policy: the last good RL checkpoint, the warm start, a given checkpoint, or fresh (then SFT below).
+  // The policy: the last good RL checkpoint, the warm start, a given checkpoint, or fresh or the base (then SFT below).
   const tinkerBase = config.policy.backend === "tinker" && options.warmStart !== undefined && config.policy.tinker.tokenizer === undefined;
   const from = plan.rl?.dir ?? (plan.sft ? run.checkpoint("sft") : tinkerBase ? undefined : options.warmStart);
   let backend: TrainingBackend | undefined;
@@ -204,7 +204,8 @@ export async function runAgentExperiment(config: ExperimentConfig, options: Agen
     if (config.policy.backend === "tinker") reporter.log(`tinker: connecting to ${config.policy.tinker.baseUrl} (model ${config.policy.tinker.baseModel}; each request retries for ${config.policy.tinker.retryForMs} ms while the server is unreachable)`);
     backend = await createBackend(config, gpt, from);
     gateway = await startGateway({
-      policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
+      // A base's context may be longer than the config's (policyBaseOf): the agent's calls get policy.contextLength.
+      policy: { name: "arl/policy", sampler: backend.samplingClient(), tokenizer, contextLength: tok.base !== undefined ? config.policy.contextLength : gpt.contextLength, maxTokens: config.rl.maxTokensPerTurn },
       seed: config.run.seed,
     });
     // A rollout the agent does not reward itself is scored by the config's reward terms over its transcript (the

@@ -15,6 +15,7 @@ import { hermesProtocol } from "../protocol/hermes.ts";
 import { BM25Index } from "../retrieval/bm25.ts";
 import { createWorldsRetrievalApp } from "../serve/retrieval.ts";
 import { loadPolicy } from "../train/checkpoint.ts";
+import { policyBaseOf } from "../train/base.ts";
 import { ConfigError, type ExperimentConfig } from "../train/config.ts";
 import type { AgentEnv } from "./config.ts";
 import { MIN_AGENT_CONTEXT } from "./defaults.ts";
@@ -74,15 +75,27 @@ export interface AgentTokenizerOptions {
   teacherTool?: TeacherTool;
 }
 
+/** What `agentTokenizer` gives: the tokenizer, and the model shape when something other than the config fixes it. */
+export interface AgentTokenizer {
+  tokenizer: Tokenizer;
+  /** The model shape of a `warmStart` checkpoint or a base (`policy.init: base`); else `gptConfigOf(config, …)`'s. */
+  gpt?: GPTConfig;
+  /** The pretrained base the policy starts from (`policy.init: base`, embedded backend, no `warmStart`). */
+  base?: { dir: string; fingerprint: string };
+}
+
 /**
  * The tokenizer an `--agent` run's policy speaks: a real model's (`policy.tinker.tokenizer`) on a Tinker server; the
- * warm-start checkpoint's with `warmStart`; else the world's words (`worldTexts`: the real world's
+ * warm-start checkpoint's with `warmStart`; the base's with `policy.init: base` (embedded; its shape from base.json,
+ * its weights loaded by `createBackend`); else the world's words (`worldTexts`: the real world's
  * `RetrievalWorld.texts()`), the Hermes template's and the teacher's tool-call markup (the agent's own prompt words that
  * the world lacks are [UNK]: a fixed prefix).
  * @throws ConfigError for a Tinker backend without either of the first two (the server's model fixes the vocabulary),
- *   or a `warmStart` checkpoint whose context is shorter than `MIN_AGENT_CONTEXT`
+ *   a `warmStart` checkpoint whose context is shorter than `MIN_AGENT_CONTEXT`, or a base that is missing, malformed or
+ *   does not fit the config (naming `policy.base`, `policy.contextLength`, `policy.sampler` or `policy.trainer`:
+ *   `policyBaseOf`)
  */
-export async function agentTokenizer(config: ExperimentConfig, worldTexts: readonly string[], options: AgentTokenizerOptions): Promise<{ tokenizer: Tokenizer; gpt?: GPTConfig }> {
+export async function agentTokenizer(config: ExperimentConfig, worldTexts: readonly string[], options: AgentTokenizerOptions): Promise<AgentTokenizer> {
   if (config.policy.backend === "tinker" && config.policy.tinker.tokenizer !== undefined) return { tokenizer: loadTokenizer(config.policy.tinker.tokenizer) };
   if (options.warmStart !== undefined) {
     const p = await loadPolicy(options.warmStart);
@@ -96,6 +109,8 @@ export async function agentTokenizer(config: ExperimentConfig, worldTexts: reado
   if (config.policy.backend === "tinker") {
     throw new ConfigError([`policy.tinker.tokenizer: with policy.backend tinker, --agent needs the served model's tokenizer — policy.tinker.tokenizer <folder with tokenizer.json> for a real model, or --agent-warm-start <checkpoint> for a model the server serves from that checkpoint (arl serve trainer --checkpoint <checkpoint>, policy.tinker.baseModel arl/<run>-<checkpoint>)`]);
   }
+  const base = policyBaseOf(config);
+  if (base !== undefined) return { tokenizer: base.tokenizer, gpt: base.gpt, base: { dir: base.dir, fingerprint: base.fingerprint } };
   const tool = options.teacherTool ?? DEFAULT_TEACHER_TOOL;
   const markup = [
     hermesProtocol.system([{ name: tool.name, description: "Search the knowledge base.", parameters: { type: "object", properties: { [tool.queryArg]: { type: "string" } }, required: [tool.queryArg] } }], "Answer the question."),

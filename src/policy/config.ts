@@ -1,8 +1,10 @@
 /**
  * The `policy` section of the experiment config, beside the backends that read it: which backend runs the model
- * math (`embedded` or `tinker`), the embedded model's shape and micro-batching, its sampling engine, and the Tinker
- * server's settings. What the embedded shape needs in memory is estimated by src/policy/embedded/memory.ts.
+ * math (`embedded` or `tinker`), where the embedded model starts (`init`: from scratch or a pretrained base, read by
+ * src/train/base.ts), its shape and micro-batching, its sampling engine, and the Tinker server's settings. What the
+ * embedded shape needs in memory is estimated by src/policy/embedded/memory.ts.
  */
+import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { int, intIn, SIZE_BOUNDS } from "../core/configFields.ts";
 import { ms } from "../env/config.ts";
@@ -23,7 +25,13 @@ export const TinkerSection = z
   })
   .strict();
 
-/** The `policy` section: backend, embedded model shape and micro-batching, sampler, Tinker settings. */
+/**
+ * The base model folder the package ships, `<package root>/base` (found from this module, as `data/` is), and the
+ * default of `policy.base`. No base ships yet: until one does, `policy.init: base` needs `policy.base`.
+ */
+export const PACKAGE_BASE_DIR = fileURLToPath(new URL("../../base", import.meta.url));
+
+/** The `policy` section: backend, where the embedded model starts, its shape and micro-batching, sampler, Tinker settings. */
 export const PolicyConfig = z
   .object({
     backend: z.enum(["embedded", "tinker"]).default("embedded").describe("Where the model math runs: `embedded` (in-process CPU GPT) or `tinker` (any Tinker-API server)."),
@@ -40,6 +48,13 @@ export const PolicyConfig = z
         "Training engine of the embedded backend: `onnx` (default; forward + backward as one onnxruntime-node graph with a hand-written backward, AdamW on the host; 4–5.6× jax-js's step, 1.6–1.8× PyTorch's on the base shape, BENCHMARKS.md) or `jax` (jit-compiled jax-js programs in a wasm heap). Gradients agree to ~1e-5. Ignored by `tinker`.",
       ),
     tinker: TinkerSection.default(TinkerSection.parse({})),
+    init: z
+      .enum(["scratch", "base"])
+      .default("scratch")
+      .describe(
+        "Where the embedded model starts: `scratch` (fresh weights of the `policy.dModel`/`nLayers`/`nHeads`/`mlpRatio` shape, and a word tokenizer of the env's texts) or `base` (the pretrained base model in `policy.base`, written by `arl pretrain`: its byte-level BPE tokenizer, its shape from base.json — the shape fields above are then ignored, and `policy.contextLength` may not exceed the base's — and its weights, with a fresh optimizer, before the warm start; a resumed run loads its own checkpoint). The default becomes `base` once the package ships one. Ignored by `tinker`.",
+      ),
+    base: z.string().min(1).optional().describe("With `policy.init: base`: the base model folder (`arl pretrain`'s `<run.dir>/base/`: base.json, tokenizer.json, meta.json, tensors.bin, manifest.json); default the package's own `base/` folder."),
     dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits is checked at start: the jax-js trainer's 4 GiB wasm heap, or the onnx trainer's native memory against RAM; estimateEmbeddedMemory).").default(96),
     nLayers: intIn(1, SIZE_BOUNDS.nLayers, "Transformer blocks.").default(2),
     nHeads: intIn(1, SIZE_BOUNDS.nHeads, "Attention heads (must divide dModel).").default(4),
@@ -52,8 +67,13 @@ export const PolicyConfig = z
   .strict()
   .refine((p) => p.dModel % p.nHeads === 0, { message: "policy.nHeads must divide policy.dModel", path: ["nHeads"] });
 
-/** The `policy` section as resolved (every field present but `lengthBucket`, which {@link trainLengthBucket} resolves). */
+/** The `policy` section as resolved (every field present but `lengthBucket`, which {@link trainLengthBucket} resolves, and `base`, which {@link baseDirOf} does). */
 export type PolicySection = z.infer<typeof PolicyConfig>;
+
+/** The base folder `policy.init: base` starts from: `policy.base`, else {@link PACKAGE_BASE_DIR}. */
+export function baseDirOf(p: Pick<PolicySection, "base">): string {
+  return p.base ?? PACKAGE_BASE_DIR;
+}
 
 /**
  * The embedded trainer's length bucket (tokens): `policy.lengthBucket` when set, else the trainer's default — 16 for

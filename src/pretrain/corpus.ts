@@ -30,6 +30,20 @@ export const SKILLS = ["copy_request", "copy_response", "select", "chain", "reca
 /** One of {@link SKILLS}. */
 export type Skill = (typeof SKILLS)[number];
 
+/**
+ * How often each skill is drawn (relative). Reading a response several turns back (`recall`) and choosing from a
+ * list (`select`) are the skills the first base lacked most (copy 2–13 % at distance 4, select 0–25 % at 8 records),
+ * so they come more often than the one-turn skills.
+ */
+export const SKILL_WEIGHTS: Readonly<Record<Skill, number>> = { copy_request: 1, copy_response: 1, select: 3, chain: 1, recall: 4, retry: 0.5, empty: 0.5 };
+
+function drawSkill(rng: Rng): Skill {
+  const total = SKILLS.reduce((a, k) => a + SKILL_WEIGHTS[k], 0);
+  let u = rng.next() * total;
+  for (const k of SKILLS) if ((u -= SKILL_WEIGHTS[k]) < 0) return k;
+  return SKILLS[SKILLS.length - 1];
+}
+
 /** A span of an episode's text: `train` spans are the policy's turns (loss mask 1), the rest its context. */
 export interface CorpusSegment {
   text: string;
@@ -81,17 +95,24 @@ export function word(rng: Rng, syllables = 2 + rng.int(2)): string {
 export const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[rng.int(xs.length)];
 export const capital = (w: string) => w[0].toUpperCase() + w.slice(1);
 
-/** An id format: 1–3 letters, an optional dash, 2–6 digits; lower or upper case (`mu5101`, `p-4821`, `QX07`). */
+/**
+ * An id format, drawn per world so that ids of every shape and length (1 to ~16 tokens under a digit-splitting
+ * tokenizer) occur: the reading probes ask for 1–12-token ids, and a model that only ever saw `ab1234` keeps writing
+ * digits after a one-token id (measured on the first base: `at` copied as `atat`, 0 % at one token and at 10–12).
+ * Families: letters + optional separator + 1–10 digits (`mu5101`, `p-4821`, `QX07`); digits only, 1–12 (`7`,
+ * `902113457`); letters only, 1–6 (`qx`, `KZV`); letters, digits, letters (`ab12cd`, `X9_77Q`). Lower or upper case.
+ */
 export function idFormat(rng: Rng): (rng: Rng) => string {
-  const letters = 1 + rng.int(3);
-  const digits = 2 + rng.int(5);
-  const dash = rng.next() < 0.35 ? "-" : "";
+  const family = rng.int(4);
+  const letters = family === 1 ? 0 : 1 + rng.int(family === 2 ? 6 : 4);
+  const digits = family === 2 ? 0 : 1 + rng.int(family === 1 ? 12 : 10);
+  const tail = family === 3 ? 1 + rng.int(3) : 0;
+  const sep = family === 0 || family === 3 ? pick(rng, ["", "", "-", "_"]) : "";
   const upper = rng.next() < 0.3;
+  const run = (r: Rng, n: number, chars: string) => Array.from({ length: n }, () => chars[r.int(chars.length)]).join("");
+  const LETTERS = "abcdefghijklmnopqrstuvwxyz";
   return (r) => {
-    let s = "";
-    for (let i = 0; i < letters; i++) s += "abcdefghijklmnopqrstuvwxyz"[r.int(26)];
-    s += dash;
-    for (let i = 0; i < digits; i++) s += String(r.int(10));
+    const s = run(r, letters, LETTERS) + sep + run(r, digits, "0123456789") + run(r, tail, LETTERS);
     return upper ? s.toUpperCase() : s;
   };
 }
@@ -272,7 +293,7 @@ function script(skill: Skill, w: World, rng: Rng, opts: EpisodeOptions): Script 
 export function generateEpisode(seed: number, protocol: Protocol, skill?: Skill, options: EpisodeOptions = {}): CorpusEpisode {
   const rng = new Rng(seed);
   const w = makeWorld(rng);
-  const s = skill ?? pick(rng, SKILLS);
+  const s = skill ?? drawSkill(rng);
   const tools = toolSchemas(w);
   const sc = script(s, w, rng, options);
   const instructions = `You help with ${w.plural}. Call a tool when you need a fact you do not have; answer when done.`;

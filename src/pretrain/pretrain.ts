@@ -22,6 +22,7 @@ import type { Datum } from "../core/types.ts";
 import { EmbeddedBackend } from "../policy/embedded/backend.ts";
 import { HfTokenizer } from "../policy/hf/tokenizer.ts";
 import { PROTOCOLS } from "../protocol/index.ts";
+import { BASE_FORMAT } from "../train/base.ts";
 import { ConfigError } from "../train/config.ts";
 import { writeFileAtomic } from "../train/runDir.ts";
 import { learningRateAt, type PretrainConfig } from "./config.ts";
@@ -31,8 +32,8 @@ import { copyProbeCases, probeRates, runProbes, selectProbeCases } from "./probe
 import { Rng } from "../core/rng.ts";
 import type { TokenizerJsonDocument } from "../core/tokenizer.ts";
 
-/** Format tag of `base.json`. */
-export const BASE_FORMAT = "agentic-rl/base@1";
+/** Format tag of `base.json` (defined beside the reader of base folders, src/train/base.ts). */
+export { BASE_FORMAT } from "../train/base.ts";
 
 /** What `base.json` says. */
 export interface BaseInfo {
@@ -181,8 +182,8 @@ export async function runPretrain(config: PretrainConfig, options: PretrainOptio
   const protocols = config.data.protocols.map((p) => PROTOCOLS[p]);
 
   // Model.
-  const { dModel, nLayers, nHeads, mlpRatio, contextLength, positional, tokenShift } = config.model;
-  const gpt = { vocabSize: tok.vocabSize, contextLength, dModel, nLayers, nHeads, mlpRatio, positional, tokenShift };
+  const { dModel, nLayers, nHeads, mlpRatio, contextLength, positional, tokenShift, shiftWindow } = config.model;
+  const gpt = { vocabSize: tok.vocabSize, contextLength, dModel, nLayers, nHeads, mlpRatio, positional, tokenShift, shiftWindow };
   const be = await EmbeddedBackend.create(gpt, { seed: config.run.seed, trainerEngine: "onnx", samplerEngine: "onnx" });
   let step = 0;
   let tokens = 0;

@@ -13,15 +13,19 @@ import { detectFamily, type TinkerServerFamily } from "../policy/tinker/families
 import type { TrainingBackend } from "../core/training.ts";
 import { tinkerFamilyProblem } from "./backendAlgorithm.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
-import { trainLengthBucket } from "../policy/config.ts";
+import { baseDirOf, trainLengthBucket } from "../policy/config.ts";
+import { loadBaseWeights } from "./base.ts";
 
 /**
  * A new backend as the config asks: embedded (fresh weights of `gpt` from `run.seed`, sampling on the
  * `policy.sampler` engine) or a new Tinker model of `policy.tinker.baseModel`; then, when `from` is given, the
- * weights saved there (the embedded files, or the `tinker.json` pointer a Tinker backend's `save` wrote).
+ * weights saved there (the embedded files, or the `tinker.json` pointer a Tinker backend's `save` wrote). Without
+ * `from`, an embedded backend with `policy.init: base` loads the base's weights (`policy.base`; weights only, a fresh
+ * optimizer); `gpt` must then be the base's shape (`setupExperiment`'s `gpt`).
  * @throws Error when `from` holds no weights this backend can load, or the Tinker server refuses the model;
  *   ConfigError `rl.<field>: …` when `rl.steps` > 0 and the detected Tinker server lacks the RL loss
- *   (`tinkerFamilyProblem`)
+ *   (`tinkerFamilyProblem`); ConfigError naming `policy.base` when the base's weights are missing, corrupt or of
+ *   another shape than `gpt`
  */
 export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, from?: string): Promise<TrainingBackend> {
   if (config.policy.backend === "embedded") {
@@ -32,7 +36,13 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
       maxTokensPerChunk: config.policy.microBatchTokens,
       lengthBucket: trainLengthBucket(config.policy),
     });
-    if (from) await backend.load(from);
+    try {
+      if (from) await backend.load(from);
+      else if (config.policy.init === "base") await loadBaseWeights(backend, baseDirOf(config.policy));
+    } catch (e) {
+      backend.dispose();
+      throw e;
+    }
     return backend;
   }
   const t = config.policy.tinker;

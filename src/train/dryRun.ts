@@ -123,7 +123,9 @@ export async function dryRun(
   if (s.instance.train.length === 0 || s.instance.test.length === 0) throw new ConfigError([`env.options: the ${recipe.name} env built ${s.instance.train.length} train / ${s.instance.test.length} test tasks; both must be ≥ 1`]);
   const tok = config.policy.backend === "tinker" ? config.policy.tinker.tokenizer : undefined;
   const padding = config.policy.backend === "embedded" ? `, training lengths padded to multiples of ${trainLengthBucket(config.policy)} (${config.policy.trainer} trainer)` : "";
-  lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${tok !== undefined ? ` from ${tok}` : " (the env's words)"}; model ${config.policy.nLayers}×${config.policy.dModel}, context ${config.policy.contextLength}${padding}`);
+  const source = tok !== undefined ? ` from ${tok}` : s.base !== undefined ? ` from the base ${s.base.dir}` : " (the env's words)";
+  const model = s.base !== undefined ? `base model ${s.gpt.nLayers}×${s.gpt.dModel} (fingerprint ${s.base.fingerprint.slice(0, 12)}, its context ${s.gpt.contextLength})` : `model ${config.policy.nLayers}×${config.policy.dModel}`;
+  lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${source}; ${model}, context ${config.policy.contextLength}${padding}`);
   const mem = checkMemory(config, s);
   if (mem !== undefined) {
     // The figure the run warns with (./memoryReport.ts), and the warning itself when it is past the limit.

@@ -54,7 +54,7 @@ export async function runExperiment(config: ExperimentConfig, recipe: EnvRecipe,
   if (unusedWarning !== undefined) reporter.log(`warning: ${unusedWarning}`);
   const { run, plan } = openRun(config, s, resuming, reporter, options);
   run.writeConfig(config);
-  reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens`);
+  reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens${s.base !== undefined ? ` (base ${s.base.dir}, fingerprint ${s.base.fingerprint.slice(0, 12)})` : ""}`);
   const demos = await warmStartDemos(s, config);
   reporter.log(`warm start: ${demos.length} demonstrations`);
   const unknown = unknownTokenWarning(s, demos);

@@ -1,8 +1,9 @@
 /**
  * Everything an experiment builds from its config and recipe before training: the recipe's instance (tasks, worlds,
- * tools, personas), the protocol and its stop conditions, the tokenizer (the env's words plus the protocol's tags, or
- * a real model's `policy.tinker.tokenizer`), the token budgets and the model shape — and the checks that need them
- * (reward terms, the embedded model's memory). The recipe is the only thing that knows the env.
+ * tools, personas), the protocol and its stop conditions, the tokenizer (the env's words plus the protocol's tags, a
+ * pretrained base's with `policy.init: base`, or a real model's `policy.tinker.tokenizer`), the token budgets and the
+ * model shape — and the checks that need them (reward terms, the embedded model's memory). The recipe is the only
+ * thing that knows the env.
  */
 import { Rng } from "../core/rng.ts";
 import type { Task, Trajectory } from "../core/types.ts";
@@ -18,6 +19,7 @@ import type { Tokenizer } from "../core/tokenizer.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
 import { embeddedMemoryProblem, embeddedMemoryShape, estimateEmbeddedMemory, type EmbeddedMemoryEstimate } from "../policy/embedded/memory.ts";
 import { rewardConfigOf } from "../reward/config.ts";
+import { policyBaseOf } from "./base.ts";
 import type { PolicySetup } from "./rlLoop.ts";
 
 /** Everything built from the config and a recipe before training. */
@@ -26,6 +28,8 @@ export interface Setup extends PolicySetup {
   instance: RecipeInstance;
   protocol: Protocol;
   stops: { stop: number[]; stopStrings: string[] };
+  /** The pretrained base the policy starts from (`policy.init: base`, embedded backend), else undefined. */
+  base?: { dir: string; fingerprint: string };
 }
 
 /**
@@ -92,22 +96,32 @@ export function buildInstance(config: ExperimentConfig, recipe: EnvRecipe): Reci
 }
 
 /**
- * Builds a recipe for a config: its instance, the tokenizer (the env's words plus the protocol's tags, or a real
- * model's `policy.tinker.tokenizer`), the protocol's stop conditions, budgets and the model shape.
- * @throws ConfigError on a bad reward or protocol; what `recipe.build` throws on bad `env.options`
+ * Builds a recipe for a config: its instance, the tokenizer, the protocol's stop conditions, budgets
+ * (`policy.contextLength` tokens of context) and the model shape. The tokenizer and shape: with `policy.init: base`
+ * (embedded backend) the base's tokenizer and `base.json`'s shape exactly (`policy.dModel`, `nLayers`, `nHeads`,
+ * `mlpRatio` ignored; the env's `texts()` unused); with a Tinker backend and `policy.tinker.tokenizer` that model's
+ * tokenizer; else the env's words plus the protocol's tags, and the shape of the `policy` fields.
+ * @throws ConfigError on a bad reward or protocol; naming `policy.base`, `policy.contextLength`, `policy.sampler` or
+ *   `policy.trainer` when the base is missing, malformed or does not fit the config (`policyBaseOf`); what
+ *   `recipe.build` throws on bad `env.options`
  */
 export function setupExperiment(config: ExperimentConfig, recipe: EnvRecipe): Setup {
   checkReward(config);
   const instance = buildInstance(config, recipe);
   personaMix(instance, config, recipe.name); // a persona the env lacks is refused before anything is written
   const protocol = getProtocol(config.env.protocol ?? recipe.protocols[0]);
+  const base = policyBaseOf(config);
   const tokenizer: Tokenizer =
-    config.policy.backend === "tinker" && config.policy.tinker.tokenizer
-      ? loadTokenizer(config.policy.tinker.tokenizer)
-      : WordTokenizer.fromTexts(instance.texts(), [...protocol.specialTokens, ...(instance.fixedPrompts?.() ?? [])]);
+    base !== undefined
+      ? base.tokenizer
+      : config.policy.backend === "tinker" && config.policy.tinker.tokenizer
+        ? loadTokenizer(config.policy.tinker.tokenizer)
+        : WordTokenizer.fromTexts(instance.texts(), [...protocol.specialTokens, ...(instance.fixedPrompts?.() ?? [])]);
+  // A base's context is at least policy.contextLength (policyBaseOf): its shape stays whole, the rollout samples within the config's.
   const limits = { contextLength: config.policy.contextLength, maxObservationTokens: config.env.maxObservationTokens };
-  const gpt = gptConfigOf(config, tokenizer.vocabSize);
-  return { recipe, instance, protocol, tokenizer, limits, gpt, stops: protocolStops(tokenizer, protocol.stops) };
+  const gpt = base !== undefined ? base.gpt : gptConfigOf(config, tokenizer.vocabSize);
+  const started = base !== undefined ? { base: { dir: base.dir, fingerprint: base.fingerprint } } : {};
+  return { recipe, instance, protocol, tokenizer, limits, gpt, stops: protocolStops(tokenizer, protocol.stops), ...started };
 }
 
 /**
@@ -131,16 +145,20 @@ export function evalTasks(s: Pick<Setup, "instance">, config: ExperimentConfig):
 
 /**
  * Checks that the embedded model fits jax-js's 4 GiB wasm heap, before anything is built or written: a model too large
- * would otherwise die minutes in with an allocation error that names no field.
+ * would otherwise die minutes in with an allocation error that names no field. The shape is the `policy` fields', or
+ * with `policy.init: base` the base's (`s.gpt`).
  * @returns the estimate (bytes), or undefined for a remote policy (`policy.backend: tinker`)
  * @throws ConfigError naming the field that drives the estimate and the largest value that fits
  */
 export function checkMemory(config: ExperimentConfig, s: Setup): EmbeddedMemoryEstimate | undefined {
   if (config.policy.backend !== "embedded") return undefined;
   const rows = evalTasks(s, config).length;
-  const problem = embeddedMemoryProblem(config, s.tokenizer.vocabSize, rows);
+  // A base's shape is its own (base.json), not the policy fields'.
+  const { contextLength, dModel, nLayers, nHeads, mlpRatio = 4 } = s.gpt;
+  const shaped = s.base !== undefined ? { ...config, policy: { ...config.policy, contextLength, dModel, nLayers, nHeads, mlpRatio } } : config;
+  const problem = embeddedMemoryProblem(shaped, s.tokenizer.vocabSize, rows);
   if (problem !== undefined) throw new ConfigError([problem]);
-  return estimateEmbeddedMemory(embeddedMemoryShape(config, s.tokenizer.vocabSize, rows));
+  return estimateEmbeddedMemory(embeddedMemoryShape(shaped, s.tokenizer.vocabSize, rows));
 }
 
 /**

@@ -16,7 +16,7 @@ import { lax, numpy as np } from "./jax.ts";
 
 import { paramShapes, resolveConfig, type GPTConfig } from "./gptConfig.ts";
 
-export { paramCount, paramShapes, resolveConfig, ropeTables, ROPE_BASE, TOKEN_SHIFT_SCALE, type GPTConfig } from "./gptConfig.ts";
+export { paramCount, paramShapes, resolveConfig, ropeTables, ROPE_BASE, shiftPermutation, TOKEN_SHIFT_SCALE, type GPTConfig } from "./gptConfig.ts";
 
 type Arr = np.Array;
 

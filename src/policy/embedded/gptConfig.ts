@@ -30,6 +30,26 @@ export interface GPTConfig {
    * RoPE model learns to copy random 4–31-token spans at step ~150 with it, not by step 400 without. Onnx engines only.
    */
   tokenShift?: boolean;
+  /**
+   * How many previous tokens the token shift mixes in (default 1; 1–3, the shift on): position t's input is
+   * `e_t + ½·Σ_{k ≤ window} P_k·e_{t−k}`, each `P_k` a fixed channel permutation ({@link shiftPermutation}) that moves
+   * one quarter of the channels onto a different quarter, so an embedding kept in a quarter can carry the last tokens
+   * side by side. A copy head keyed on one previous token confuses ids that share a digit pair (ids are single digits
+   * under the base tokenizer); keyed on three it rarely does. Onnx engines only; `dModel` divisible by 4 when > 1.
+   */
+  shiftWindow?: number;
+}
+
+/**
+ * The token shift's k-th permutation (k = 1…3) over `D` channels: `(P_k·e)[j] = e[perm[j]]`. k = 1 reverses the
+ * channels (quarter 0 → quarter 3); k = 2 rolls them by D/4 (quarter 0 → 1); k = 3 by D/2 (quarter 0 → 2).
+ * @throws Error for another k, or k > 1 with D not divisible by 4
+ */
+export function shiftPermutation(D: number, k: number): Int32Array {
+  if (k === 1) return Int32Array.from({ length: D }, (_, j) => D - 1 - j);
+  if ((k !== 2 && k !== 3) || D % 4 !== 0) throw new Error(`token shift: no permutation for k = ${k} over ${D} channels (k is 1–3, D divisible by 4)`);
+  const s = ((k - 1) * D) / 4;
+  return Int32Array.from({ length: D }, (_, j) => (j - s + D) % D);
 }
 
 /** Weight of the previous token in the token shift (see `GPTConfig.tokenShift`). */
@@ -37,13 +57,15 @@ export const TOKEN_SHIFT_SCALE = 0.5;
 
 /** A config with defaults filled and checked. @throws Error when a dimension is invalid */
 export function resolveConfig(config: GPTConfig): Required<GPTConfig> {
-  const c: Required<GPTConfig> = { mlpRatio: 4, positional: "learned", tokenShift: false, ...config };
+  const c: Required<GPTConfig> = { mlpRatio: 4, positional: "learned", tokenShift: false, shiftWindow: 1, ...config };
   for (const [k, v] of Object.entries(c)) {
     if (k === "positional" || k === "tokenShift") continue;
     if (typeof v !== "number" || !Number.isInteger(v) || v <= 0) throw new Error(`GPTConfig.${k} must be a positive integer, got ${v}`);
   }
   if (typeof c.tokenShift !== "boolean") throw new Error(`GPTConfig.tokenShift must be true or false, got ${String(c.tokenShift)}`);
   if (c.positional !== "learned" && c.positional !== "rope") throw new Error(`GPTConfig.positional must be one of learned, rope; got ${String(c.positional)}`);
+  if (c.shiftWindow > 3) throw new Error(`GPTConfig.shiftWindow must be 1, 2 or 3, got ${c.shiftWindow}`);
+  if (c.shiftWindow > 1 && c.dModel % 4 !== 0) throw new Error(`GPTConfig: shiftWindow ${c.shiftWindow} needs dModel divisible by 4, got ${c.dModel}`);
   if (c.dModel % c.nHeads !== 0) throw new Error(`GPTConfig: nHeads ${c.nHeads} must divide dModel ${c.dModel}`);
   if (c.positional === "rope" && (c.dModel / c.nHeads) % 2 !== 0) throw new Error(`GPTConfig: rope needs an even head width, got dModel/nHeads = ${c.dModel / c.nHeads}`);
   return c;

@@ -42,8 +42,8 @@ export async function readState(dir: string, config: Required<GPTConfig>, withOp
     const bad = firstNonFinite(t, name);
     if (bad) throw new NonFiniteError([name], `checkpoint ${dir}: ${bad.path} is ${bad.value} (not finite); not loaded`);
   }
-  // Fields added after a checkpoint was written read as their defaults (`positional`: learned, `tokenShift`: false), so old runs load.
-  const saved = { mlpRatio: 4, positional: "learned", tokenShift: false, ...(meta.config as Partial<GPTConfig> | undefined) } as Partial<GPTConfig>;
+  // Fields added after a checkpoint was written read as their defaults (`positional`: learned, `tokenShift`: false, `shiftWindow`: 1), so old runs load.
+  const saved = { mlpRatio: 4, positional: "learned", tokenShift: false, shiftWindow: 1, ...(meta.config as Partial<GPTConfig> | undefined) } as Partial<GPTConfig>;
   for (const k of Object.keys(config) as (keyof GPTConfig)[]) {
     if (saved[k] !== config[k]) {
       throw new Error(`checkpoint ${dir}: config.${k} is ${saved[k]}, this backend has ${config[k]}`);

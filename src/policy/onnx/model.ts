@@ -23,7 +23,7 @@
  *
  * Outputs: `logits` float `[B, 1, V]`; `k.{l}` float `[B, H, hd, T]` and `v.{l}` float `[B, H, T, hd]`.
  */
-import { ropeTables, TOKEN_SHIFT_SCALE, type GPTConfig } from "../embedded/gpt.ts";
+import { ropeTables, shiftPermutation, TOKEN_SHIFT_SCALE, type GPTConfig } from "../embedded/gpt.ts";
 import { GraphBuilder } from "./graph.ts";
 
 /** Additive attention-mask value for slots that must not be attended (as `gpt.ts`). */
@@ -111,13 +111,19 @@ export function buildGptModel(config: Required<GPTConfig>, weights: Map<string, 
   // Embeddings: [B, T, D] → [N, D], N = B·T.
   let tokEmb = g.node("Gather", [wte, ids], 1, { axis: 0 });
   if (config.tokenShift) {
-    // Token shift (gpt.ts): + ½·R·e(prev), R reversing channels, masked where a row has no previous token.
-    const prevIds = g.input("prev_ids", "int64", ["B", "T"]);
-    const prevMask = g.input("prev_mask", "float", ["B", "T", 1]);
-    const shifted = new Float32Array(V * D);
-    for (let i = 0; i < V; i++) for (let j = 0; j < D; j++) shifted[i * D + j] = TOKEN_SHIFT_SCALE * wteData[i * D + (D - 1 - j)];
-    const wteShift = g.float("wte_shift", [V, D], shifted);
-    tokEmb = g.node("Add", [tokEmb, g.node("Mul", [g.node("Gather", [wteShift, prevIds], 1, { axis: 0 }), prevMask])]);
+    // Token shift (gpt.ts): + ½·Σ_k P_k·e(t−k). The host feeds each position's k-th previous token offset by k−1 vocab
+    // rows ([B, T, K]) into a table of the K permuted, scaled embeddings, and a mask ([B, T, K, 1]) where there is none.
+    const K = config.shiftWindow;
+    const prevIds = g.input("prev_ids", "int64", ["B", "T", K]);
+    const prevMask = g.input("prev_mask", "float", ["B", "T", K, 1]);
+    const shifted = new Float32Array(K * V * D);
+    for (let k = 1; k <= K; k++) {
+      const perm = shiftPermutation(D, k);
+      for (let i = 0; i < V; i++) for (let j = 0; j < D; j++) shifted[((k - 1) * V + i) * D + j] = TOKEN_SHIFT_SCALE * wteData[i * D + perm[j]];
+    }
+    const wteShift = g.float("wte_shift", [K * V, D], shifted);
+    const terms = g.node("Mul", [g.node("Gather", [wteShift, prevIds], 1, { axis: 0 }), prevMask]); // [B, T, K, D]
+    tokEmb = g.node("Add", [tokEmb, g.node("ReduceSum", [terms, g.int64("shift_axis", [1], [2])], 1, { keepdims: 0 })]);
   }
   let x = g.node("Reshape", [rope ? tokEmb : g.node("Add", [tokEmb, g.node("Gather", [wpe!, pos], 1, { axis: 0 })]), flatND]);
   // RoPE (rotate-half layout, gpt.ts `ropeTables`): cos/sin rows gathered by position, [B, 1, T, hd].

@@ -173,7 +173,10 @@ interface FeedData {
   biasPast: Float32Array;
   /** Additive causal mask among the new tokens, `[1, 1, T, T]`. */
   biasNew: Float32Array;
-  /** Token-shift models: each position's previous token `[B, T]` and whether it has one `[B, T]` (1/0). */
+  /**
+   * Token-shift models: each position's k-th previous token offset by (k−1)·vocab `[B, T, K]` (the sampler graph's
+   * stacked shift table, model.ts) and whether it has one `[B, T, K]` (1/0).
+   */
   prev?: BigInt64Array;
   prevMask?: Float32Array;
 }
@@ -184,8 +187,10 @@ class OnnxRun implements DecodeRun {
   readonly promptLen: number;
   private readonly n: number;
   private readonly lens: Int32Array;
-  /** Token-shift models: the last token fed to each logical row (the previous token of its next position). */
-  private readonly last: Int32Array;
+  /** Token-shift models: the last K tokens fed to each logical row, newest first `[n, K]` (the next position's previous tokens). */
+  private readonly recent: Int32Array;
+  /** The token shift's window K (1 when the model has no shift: the arrays are then unused). */
+  private readonly K: number;
   /** Cache slots per row. */
   private readonly S: number;
   /** Per layer: keys `[rows, H, hd, S]`, values `[rows, H, S, hd]` (rows in `phys` order). */
@@ -217,7 +222,11 @@ class OnnxRun implements DecodeRun {
     this.buffers = context.buffers;
     this.n = prompts.length;
     this.lens = Int32Array.from(prompts.map((p) => p.length));
-    this.last = Int32Array.from(prompts.map((p) => p[p.length - 1] ?? 0));
+    this.K = this.config.shiftWindow;
+    this.recent = new Int32Array(this.n * this.K);
+    prompts.forEach((p, i) => {
+      for (let k = 1; k <= this.K; k++) this.recent[i * this.K + k - 1] = p[p.length - k] ?? 0;
+    });
     const maxLen = Math.max(...prompts.map((p) => p.length));
     this.promptLen = maxLen;
     this.paddedRows = this.n;
@@ -243,7 +252,7 @@ class OnnxRun implements DecodeRun {
     const { nHeads: H, dModel: D } = this.config;
     const hd = D / H;
     const shift: Feeds = this.config.tokenShift
-      ? { prev_ids: new this.ort.Tensor("int64", data.prev!, [B, T]), prev_mask: new this.ort.Tensor("float32", data.prevMask!, [B, T, 1]) }
+      ? { prev_ids: new this.ort.Tensor("int64", data.prev!, [B, T, this.K]), prev_mask: new this.ort.Tensor("float32", data.prevMask!, [B, T, this.K, 1]) }
       : {};
     return {
       ...shift,
@@ -293,16 +302,18 @@ class OnnxRun implements DecodeRun {
       const ids = new BigInt64Array(B * T);
       const pos = new BigInt64Array(B * T);
       const sel = new Float32Array(B * T);
-      const prev = new BigInt64Array(B * T);
-      const prevMask = new Float32Array(B * T);
+      const K = this.K;
+      const V = this.config.vocabSize;
+      const prev = new BigInt64Array(B * T * K);
+      const prevMask = new Float32Array(B * T * K);
       chunk.forEach((u, b) => {
         const p = uniq[u];
         for (let t = 0; t < T; t++) {
           ids[b * T + t] = BigInt(t < p.length ? p[t] : 0);
           pos[b * T + t] = BigInt(t);
-          if (t > 0) {
-            prev[b * T + t] = BigInt(t - 1 < p.length ? p[t - 1] : 0);
-            prevMask[b * T + t] = 1;
+          for (let k = 1; k <= Math.min(K, t); k++) {
+            prev[(b * T + t) * K + k - 1] = BigInt((k - 1) * V + (t - k < p.length ? p[t - k] : 0));
+            prevMask[(b * T + t) * K + k - 1] = 1;
           }
         }
         sel[b * T + p.length - 1] = 1;
@@ -376,17 +387,26 @@ class OnnxRun implements DecodeRun {
     const B = phys.length;
     const ids = new BigInt64Array(B);
     const pos = new BigInt64Array(B);
-    const prev = new BigInt64Array(B);
+    const K = this.K;
+    const prev = new BigInt64Array(B * K);
+    const prevMask = new Float32Array(B * K);
     const biasPast = new Float32Array(B * S);
     phys.forEach((i, p) => {
       ids[p] = BigInt(next[i]);
-      prev[p] = BigInt(this.last[i]);
-      if (!done[i]) this.last[i] = next[i];
       const slot = this.lens[i] + j; // this token's position and cache slot
+      const r = this.recent.subarray(i * K, (i + 1) * K);
+      for (let k = 1; k <= K; k++) {
+        prev[p * K + k - 1] = BigInt((k - 1) * V + r[k - 1]);
+        prevMask[p * K + k - 1] = slot - k >= 0 ? 1 : 0;
+      }
+      if (!done[i]) {
+        r.copyWithin(1, 0, K - 1);
+        r[0] = next[i];
+      }
       pos[p] = BigInt(Math.min(slot, C - 1));
       biasPast.fill(MASKED, p * S + Math.min(slot, S), (p + 1) * S);
     });
-    const feeds = this.feeds({ rows: B, tokens: 1, slots: S }, { ids, pos, sel: new Float32Array(B).fill(1), biasPast, biasNew: new Float32Array(1), prev, prevMask: new Float32Array(B).fill(1) });
+    const feeds = this.feeds({ rows: B, tokens: 1, slots: S }, { ids, pos, sel: new Float32Array(B).fill(1), biasPast, biasNew: new Float32Array(1), prev, prevMask });
     for (let l = 0; l < L; l++) {
       feeds[io.pastK(l)] = new this.ort.Tensor("float32", this.kc[l].subarray(0, B * H * hd * S), [B, H, hd, S]);
       feeds[io.pastV(l)] = new this.ort.Tensor("float32", this.vc[l].subarray(0, B * H * S * hd), [B, H, S, hd]);

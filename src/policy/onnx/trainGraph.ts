@@ -22,7 +22,7 @@
  * (layernorm_backward, attention_backward, gelu_backward); ONNX operator semantics from onnx/docs/Operators.md
  * (opset 20) and onnxruntime's contrib `FusedMatMul` (com.microsoft, docs/ContribOperators.md).
  */
-import { paramShapes, TOKEN_SHIFT_SCALE, type GPTConfig } from "../embedded/gpt.ts";
+import { paramShapes, shiftPermutation, TOKEN_SHIFT_SCALE, type GPTConfig } from "../embedded/gpt.ts";
 import type { LossSpec } from "../embedded/loss.ts";
 import { GraphBuilder, type AttrValue } from "./graph.ts";
 
@@ -178,10 +178,22 @@ export function buildTrainGraph(config: Required<GPTConfig>, mode: TrainGraphMod
     const [a, b] = halves(o.mul(dy, sin));
     return o.add(o.mul(dy, cos), o.op("Concat", [b, o.neg(a)], { axis: -1 }));
   };
-  // Token shift (gpt.ts `tokenShift`): x_t = e_t + ½·R·e_{t−1}, R reverses the channels; a row starts with no previous token.
+  // Token shift (gpt.ts `tokenShift`, `shiftWindow`): x_t = e_t + ½·Σ_k P_k·e_{t−k}, P_k fixed channel permutations
+  // (gather along the last axis); a row starts with no previous tokens.
   const shift = config.tokenShift;
-  const reverseD = (t: string) => o.op("Slice", [t, o.ints([D - 1]), o.ints([-D - 1]), o.ints([2]), o.ints([-1])]);
-  const xIn = shift ? o.add(x0, o.mul(reverseD(o.op("Slice", [o.op("Pad", [x0, o.ints([0, 1, 0, 0, 0, 0])]), o.ints([0]), T, o.ints([1])])), o.f(TOKEN_SHIFT_SCALE))) : x0;
+  const window = shift ? config.shiftWindow : 0;
+  const permute = (t: string, k: number, inverse: boolean) => {
+    const perm = shiftPermutation(D, k);
+    const idx = inverse ? Int32Array.from(perm, (_, j) => perm.indexOf(j)) : perm;
+    return o.op("Gather", [t, o.ints([...idx])], { axis: 2 });
+  };
+  /** `[B, T, D]` moved k positions later (zeros first) or, `back`, k positions earlier (zeros last). */
+  const moved = (t: string, k: number, back: boolean) =>
+    back
+      ? o.op("Slice", [o.op("Pad", [t, o.ints([0, 0, 0, 0, k, 0])]), o.ints([k]), o.add(T, o.ints([k])), o.ints([1])])
+      : o.op("Slice", [o.op("Pad", [t, o.ints([0, k, 0, 0, 0, 0])]), o.ints([0]), T, o.ints([1])]);
+  let xIn = x0;
+  for (let k = 1; k <= window; k++) xIn = o.add(xIn, o.mul(permute(moved(x0, k, false), k, false), o.f(TOKEN_SHIFT_SCALE)));
   let x = rope ? o.reshape(xIn, [-1, D]) : o.reshape(o.add(xIn, pe), [-1, D]);
   const saved: BlockSaved[] = [];
   for (let l = 0; l < config.nLayers; l++) {
@@ -346,10 +358,9 @@ export function buildTrainGraph(config: Required<GPTConfig>, mode: TrainGraphMod
   grad("wte", headGrad);
   const dx3 = o.op("Reshape", [dx, o.op("Shape", [x0])]); // [B, T, D]
   grad("wpe", rope ? o.mul(o.sum(dx3, [0]), o.f(0)) : o.sum(dx3, [0]));
-  // The token shift's transpose: position t's gradient also reaches e_t through position t+1's ½·R·e_t.
-  const dx0 = shift
-    ? o.add(dx3, o.mul(reverseD(o.op("Slice", [o.op("Pad", [dx3, o.ints([0, 0, 0, 0, 1, 0])]), o.ints([1]), o.add(T, o.ints([1])), o.ints([1])])), o.f(TOKEN_SHIFT_SCALE)))
-    : dx3;
+  // The token shift's transpose: e_t's gradient also comes from each position t+k through ½·P_k·e_t.
+  let dx0 = dx3;
+  for (let k = 1; k <= window; k++) dx0 = o.add(dx0, o.mul(permute(moved(dx3, k, true), k, true), o.f(TOKEN_SHIFT_SCALE)));
   for (const [name, value] of grads) {
     g.node("Identity", [value], [`grad.${name}`]);
     g.output(`grad.${name}`, "float", name === "wpe" ? [Td, D] : (paramShapes(config).find(([n]) => n === name)![1]));
