@@ -46,7 +46,8 @@ export interface RecipeInstance<D = unknown> {
    * The env's fixed system prompts (the same text in every episode, e.g. hermes' instructions + `# Tools` block),
    * which the embedded word tokenizer keeps as one token each (see `WordTokenizer.fromTexts`): the text the env
    * renders is unchanged, but a policy trained from scratch does not pay hundreds of constant tokens per episode.
-   * Optional; a real model's tokenizer ignores it.
+   * A pretrained base (`policy.init: base`) does the same with `policy.fixedPrompts: token` (one learned token each,
+   * added to the base's tokenizer: src/train/base.ts `withPromptTokens`). Optional; a real model's tokenizer ignores it.
    */
   fixedPrompts?(): string[];
   /** The personas and their weights in the warm-start mixture (each makes the env's mistakes at its own rate). */

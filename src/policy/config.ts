@@ -55,6 +55,12 @@ export const PolicyConfig = z
         "Where the embedded model starts: `scratch` (fresh weights of the `policy.dModel`/`nLayers`/`nHeads`/`mlpRatio` shape, and a word tokenizer of the env's texts) or `base` (the pretrained base model in `policy.base`, written by `arl pretrain`: its byte-level BPE tokenizer, its shape from base.json — the shape fields above are then ignored, and `policy.contextLength` may not exceed the base's — and its weights, with a fresh optimizer, before the warm start; a resumed run loads its own checkpoint). The default becomes `base` once the package ships one. Ignored by `tinker`.",
       ),
     base: z.string().min(1).optional().describe("With `policy.init: base`: the base model folder (`arl pretrain`'s `<run.dir>/base/`: base.json, tokenizer.json, meta.json, tensors.bin, manifest.json); default the package's own `base/` folder."),
+    fixedPrompts: z
+      .enum(["token", "text"])
+      .default("token")
+      .describe(
+        "With `policy.init: base`: how the env's constant system prompts (RecipeInstance.fixedPrompts: its instructions + the JSON schemas of its tools, the same text in every episode) are read. `token` (default): each is one added token of the base's tokenizer that decodes back to the exact text, its embedding a new row of the base's wte initialised to the mean of the embeddings of the prompt's base tokens and learned in the warm start — measured: travel's 609-token prompt otherwise fills most of the 1 024-token context. `text`: the prompt is read token by token, as the base read its pretraining corpus (a context long enough is the user's to set). With `policy.init: scratch` the word tokenizer's behaviour is unchanged (each fixed prompt is one word token). Ignored by `tinker`.",
+      ),
     dModel: intIn(8, SIZE_BOUNDS.dModel, "Transformer width (with the embedded backend, what fits is checked at start: the jax-js trainer's 4 GiB wasm heap, or the onnx trainer's native memory against RAM; estimateEmbeddedMemory).").default(96),
     nLayers: intIn(1, SIZE_BOUNDS.nLayers, "Transformer blocks.").default(2),
     nHeads: intIn(1, SIZE_BOUNDS.nHeads, "Attention heads (must divide dModel).").default(4),

@@ -10,6 +10,7 @@ import type { GPTConfig } from "../policy/embedded/gpt.ts";
 import { TinkerBackend, TINKER_SDK_WIRE_VERSION } from "../policy/tinker/backend.ts";
 import { TinkerClient } from "../policy/tinker/client.ts";
 import { detectFamily, type TinkerServerFamily } from "../policy/tinker/families.ts";
+import type { Tokenizer } from "../core/tokenizer.ts";
 import type { TrainingBackend } from "../core/training.ts";
 import { tinkerFamilyProblem } from "./backendAlgorithm.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
@@ -21,13 +22,15 @@ import { loadBaseWeights } from "./base.ts";
  * `policy.sampler` engine) or a new Tinker model of `policy.tinker.baseModel`; then, when `from` is given, the
  * weights saved there (the embedded files, or the `tinker.json` pointer a Tinker backend's `save` wrote). Without
  * `from`, an embedded backend with `policy.init: base` loads the base's weights (`policy.base`; weights only, a fresh
- * optimizer); `gpt` must then be the base's shape (`setupExperiment`'s `gpt`).
+ * optimizer); `gpt` must then be the base's shape (`setupExperiment`'s `gpt`), and when that shape has learned
+ * prompt tokens past the base's vocabulary (`policy.fixedPrompts: token`), `tokenizer` must be the run's
+ * (`setupExperiment`'s), which names them: their `wte` rows start as the mean of their texts' base-token rows.
  * @throws Error when `from` holds no weights this backend can load, or the Tinker server refuses the model;
  *   ConfigError `rl.<field>: …` when `rl.steps` > 0 and the detected Tinker server lacks the RL loss
  *   (`tinkerFamilyProblem`); ConfigError naming `policy.base` when the base's weights are missing, corrupt or of
- *   another shape than `gpt`
+ *   another shape than `gpt` (but for prompt tokens that `tokenizer` names)
  */
-export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, from?: string): Promise<TrainingBackend> {
+export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, from?: string, tokenizer?: Tokenizer): Promise<TrainingBackend> {
   if (config.policy.backend === "embedded") {
     const backend = await EmbeddedBackend.create(gpt, {
       seed: config.run.seed,
@@ -38,7 +41,7 @@ export async function createBackend(config: ExperimentConfig, gpt: GPTConfig, fr
     });
     try {
       if (from) await backend.load(from);
-      else if (config.policy.init === "base") await loadBaseWeights(backend, baseDirOf(config.policy));
+      else if (config.policy.init === "base") await loadBaseWeights(backend, baseDirOf(config.policy), tokenizer);
     } catch (e) {
       backend.dispose();
       throw e;

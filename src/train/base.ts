@@ -6,12 +6,17 @@
  * - `tokenizer.json` — the base's byte-level BPE (every protocol's tags and stops are special tokens);
  * - `meta.json`, `tensors.bin`, `manifest.json` — the weights, in the embedded checkpoint format (no Adam moments).
  *
- * `setupExperiment` takes the tokenizer and the model shape from here (`policyBaseOf`), and `createBackend` the
- * weights (`loadBaseWeights`), with a fresh optimizer, when it loads no checkpoint.
+ * `setupExperiment` takes the tokenizer and the model shape from here (`policyBaseOf`; with `policy.fixedPrompts:
+ * token`, `withPromptTokens` adds one learned token per constant system prompt of the env), and `createBackend` the
+ * weights (`loadBaseWeights`: the base's, plus one `wte` row per prompt token), with a fresh optimizer, when it loads
+ * no checkpoint.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Tokenizer } from "../core/tokenizer.ts";
 import type { EmbeddedBackend } from "../policy/embedded/backend.ts";
+import { loadCheckpoint, saveCheckpoint } from "../policy/embedded/checkpoint.ts";
 import { resolveConfig, type GPTConfig } from "../policy/embedded/gpt.ts";
 import { baseDirOf } from "../policy/config.ts";
 import { HfTokenizer } from "../policy/hf/tokenizer.ts";
@@ -105,16 +110,86 @@ export function policyBaseOf(config: ExperimentConfig): PolicyBase | undefined {
   return base;
 }
 
+/** What a run reads from a base with its learned prompt tokens (`withPromptTokens`). */
+export interface PromptTokenBase {
+  /** The base's tokenizer plus one added token per prompt, ids `V`, `V + 1`, … (`V` the base's vocabulary). */
+  tokenizer: HfTokenizer;
+  /** The base's shape with `vocabSize` `V +` the number of prompt tokens. */
+  gpt: GPTConfig;
+  /** How many prompt tokens were added (0: the base's own tokenizer and shape). */
+  promptTokens: number;
+}
+
 /**
- * Loads a base folder's weights into `backend` (weights only: Adam restarts at step 0 with zero moments).
- * @throws ConfigError naming `policy.base` when a file is missing, fails its checksum, holds a non-finite value, or
- *   the saved shape differs from the backend's
+ * `policy.fixedPrompts: token`: the base's tokenizer with each of the env's constant system prompts
+ * (`RecipeInstance.fixedPrompts`: instructions + tool schemas, the same text in every episode) as one added token
+ * (`HfTokenizer.withAddedTokens`: an ordinary `tokenizer.json`, so checkpoints save and reload it as any other), and
+ * the model shape with that many more `wte` rows. Prompts that are empty, repeated, or already one token of the base
+ * add nothing. Measured: travel's prompt is 609 base tokens, complaints' 674, research's 607 — most of the base's
+ * 1 024-token context; as one token each episode pays 1.
+ * @returns the base's own tokenizer and shape when no prompt needs a token
  */
-export async function loadBaseWeights(backend: EmbeddedBackend, dir: string): Promise<void> {
+export function withPromptTokens(base: PolicyBase, prompts: readonly string[]): PromptTokenBase {
+  const wanted = prompts.filter((p, i) => p !== "" && prompts.indexOf(p) === i && base.tokenizer.encode(p).length > 1);
+  if (wanted.length === 0) return { tokenizer: base.tokenizer, gpt: base.gpt, promptTokens: 0 };
+  const tokenizer = base.tokenizer.withAddedTokens(wanted);
+  return { tokenizer, gpt: { ...base.gpt, vocabSize: tokenizer.vocabSize }, promptTokens: wanted.length };
+}
+
+/**
+ * The base's `wte` `[V, D]` grown to `[V + n, D]` for `n` learned prompt tokens: row `V + i` is the mean (in float64,
+ * stored as float32) of the base's rows of the base tokens of prompt token `V + i`'s text (`tokenizer.decode`, then the
+ * base tokenizer's `encode`); rows `< V` are the base's. Deterministic: same base and prompts, same rows.
+ * @param wte the base's `[V * D]` row-major table
+ * @throws ConfigError naming `policy.base` when `tokenizer` lacks those ids or a text encodes to no base token
+ */
+export function promptRows(base: PolicyBase, wte: Float32Array, tokenizer: Tokenizer, vocabSize: number): Float32Array {
+  const V = base.gpt.vocabSize;
+  const D = wte.length / V;
+  if (tokenizer.vocabSize !== vocabSize) throw problem(base.dir, `the run's tokenizer has ${tokenizer.vocabSize} tokens, its model ${vocabSize} (the base's ${V} + prompt tokens)`);
+  const out = new Float32Array(vocabSize * D);
+  out.set(wte);
+  const sum = new Float64Array(D);
+  for (let id = V; id < vocabSize; id++) {
+    const ids = base.tokenizer.encode(tokenizer.decode([id]));
+    if (ids.length === 0) throw problem(base.dir, `prompt token ${id} decodes to no text of the base's tokenizer`);
+    sum.fill(0);
+    for (const t of ids) for (let d = 0; d < D; d++) sum[d] += wte[t * D + d];
+    for (let d = 0; d < D; d++) out[id * D + d] = sum[d] / ids.length;
+  }
+  return out;
+}
+
+/**
+ * Loads a base folder's weights into `backend` (weights only: Adam restarts at step 0 with zero moments). A backend
+ * with more vocabulary rows than the base (`withPromptTokens`' shape) gets the base's weights with `wte` grown by
+ * `promptRows` from `tokenizer` (the run's; it names the prompt tokens' texts), every other tensor as saved.
+ * @throws ConfigError naming `policy.base` when a file is missing, fails its checksum, holds a non-finite value, or
+ *   the saved shape differs from the backend's (other than the prompt tokens' rows); when the backend has extra rows
+ *   and no `tokenizer` of that size is given
+ */
+export async function loadBaseWeights(backend: EmbeddedBackend, dir: string, tokenizer?: Tokenizer): Promise<void> {
   checkBaseFiles(dir);
+  const base = readBase(dir);
+  const extra = backend.config.vocabSize - base.gpt.vocabSize;
+  let from = dir;
   try {
-    await backend.load(dir, { optimizer: false });
+    if (extra > 0) {
+      if (tokenizer === undefined) throw problem(dir, `the model has ${extra} more vocabulary rows than the base and no tokenizer names them (policy.fixedPrompts: token needs setupExperiment's tokenizer)`);
+      const { meta, tensors } = await loadCheckpoint(dir);
+      const wte = tensors.get("params.wte");
+      if (wte === undefined || wte.length !== base.gpt.vocabSize * backend.config.dModel) throw problem(dir, `its weights have no wte of [${base.gpt.vocabSize}, ${backend.config.dModel}]`);
+      tensors.set("params.wte", promptRows(base, wte, tokenizer, backend.config.vocabSize));
+      // The grown weights go through the checkpoint format, so `load` checks the rest of the shape and every value.
+      from = mkdtempSync(join(tmpdir(), "arl-base-prompts-"));
+      const params = [...tensors].filter(([name]) => name.startsWith("params."));
+      await saveCheckpoint(from, { config: { ...meta.config, vocabSize: backend.config.vocabSize }, adamStep: 0 }, params);
+    }
+    await backend.load(from, { optimizer: false });
   } catch (e) {
-    throw problem(dir, `its weights do not load (${(e as Error).message})`);
+    if (e instanceof ConfigError) throw e;
+    throw problem(dir, `its weights do not load (${(e as Error).message.replaceAll(from, dir)})`);
+  } finally {
+    if (from !== dir) rmSync(from, { recursive: true, force: true });
   }
 }

@@ -19,7 +19,7 @@ import { memoryLine, memoryWarning } from "./memoryReport.ts";
 import { checkCheckpointShape, checkSameConfig } from "./resume.ts";
 import { lockHolder } from "./runDir.ts";
 import { planRunFolder } from "./runFolder.ts";
-import { checkMemory, evalTasks, setupExperiment, unknownTokenWarning, type Setup } from "./setup.ts";
+import { checkMemory, evalTasks, promptTokensNote, setupExperiment, unknownTokenWarning, type Setup } from "./setup.ts";
 import { warmStartDemos } from "./warmStart.ts";
 
 /** A tiny fetch with a timeout, for the dry run's reachability check. */
@@ -123,7 +123,7 @@ export async function dryRun(
   if (s.instance.train.length === 0 || s.instance.test.length === 0) throw new ConfigError([`env.options: the ${recipe.name} env built ${s.instance.train.length} train / ${s.instance.test.length} test tasks; both must be ≥ 1`]);
   const tok = config.policy.backend === "tinker" ? config.policy.tinker.tokenizer : undefined;
   const padding = config.policy.backend === "embedded" ? `, training lengths padded to multiples of ${trainLengthBucket(config.policy)} (${config.policy.trainer} trainer)` : "";
-  const source = tok !== undefined ? ` from ${tok}` : s.base !== undefined ? ` from the base ${s.base.dir}` : " (the env's words)";
+  const source = tok !== undefined ? ` from ${tok}` : s.base !== undefined ? ` from the base ${s.base.dir}${promptTokensNote(s.base.promptTokens)}` : " (the env's words)";
   const model = s.base !== undefined ? `base model ${s.gpt.nLayers}×${s.gpt.dModel} (fingerprint ${s.base.fingerprint.slice(0, 12)}, its context ${s.gpt.contextLength})` : `model ${config.policy.nLayers}×${config.policy.dModel}`;
   lines.push(`tokenizer: ${s.tokenizer.vocabSize} tokens${source}; ${model}, context ${config.policy.contextLength}${padding}`);
   const mem = checkMemory(config, s);

@@ -64,12 +64,12 @@ export function checkCheckpointShape(dir: string, s: ModelShape): void {
     const saved = JSON.parse(readFileSync(gptPath, "utf8")) as GPTConfig;
     const bad = (Object.keys(s.gpt) as (keyof GPTConfig)[]).filter((k) => saved[k] !== s.gpt[k]).map((k) => `${k} ${saved[k]} vs ${s.gpt[k]}`);
     if (bad.length > 0) {
-      throw new ConfigError([`checkpoint ${dir}: gpt.json does not match this config (${bad.join(", ")}; checkpoint vs config)${bad.some((b) => b.startsWith("vocabSize")) ? " — the tokenizer differs (policy.tinker.tokenizer, env.options or run.seed changed?)" : ""}`]);
+      throw new ConfigError([`checkpoint ${dir}: gpt.json does not match this config (${bad.join(", ")}; checkpoint vs config)${bad.some((b) => b.startsWith("vocabSize")) ? " — the tokenizer differs (policy.tinker.tokenizer, policy.fixedPrompts, env.options or run.seed changed?)" : ""}`]);
     }
   }
   const tokPath = join(dir, "tokenizer.json");
   if (existsSync(tokPath) && readFileSync(tokPath, "utf8") !== JSON.stringify(s.tokenizer.toJSON())) {
-    throw new ConfigError([`checkpoint ${dir}: tokenizer.json differs from this config's tokenizer (${s.tokenizer.vocabSize} tokens): a different vocabulary (policy.tinker.tokenizer, env.options or run.seed changed?)`]);
+    throw new ConfigError([`checkpoint ${dir}: tokenizer.json differs from this config's tokenizer (${s.tokenizer.vocabSize} tokens): a different vocabulary (policy.tinker.tokenizer, policy.fixedPrompts, env.options or run.seed changed?)`]);
   }
 }
 

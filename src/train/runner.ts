@@ -13,7 +13,7 @@ import { memoryWarning } from "./memoryReport.ts";
 import { silentReporter, type Reporter } from "./reporter.ts";
 import { openRun, resumeIntent } from "./resume.ts";
 import { rlPolicyLabel, slug, trainRl, type RlWorld } from "./rlLoop.ts";
-import { checkMemory, checkReward, evalTasks, setupExperiment, unknownTokenWarning, type Setup } from "./setup.ts";
+import { checkMemory, checkReward, evalTasks, promptTokensNote, setupExperiment, unknownTokenWarning, type Setup } from "./setup.ts";
 import { baselineAgents, evalRow, policyAgent, type ExperimentSummary, type SummaryRow } from "./summary.ts";
 import { warmStart, warmStartDemos } from "./warmStart.ts";
 
@@ -54,7 +54,7 @@ export async function runExperiment(config: ExperimentConfig, recipe: EnvRecipe,
   if (unusedWarning !== undefined) reporter.log(`warning: ${unusedWarning}`);
   const { run, plan } = openRun(config, s, resuming, reporter, options);
   run.writeConfig(config);
-  reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens${s.base !== undefined ? ` (base ${s.base.dir}, fingerprint ${s.base.fingerprint.slice(0, 12)})` : ""}`);
+  reporter.log(`env ${recipe.name} (${s.protocol.name}): ${s.instance.describe()}; ${s.instance.train.length} train / ${s.instance.test.length} test tasks; vocabulary ${s.tokenizer.vocabSize} tokens${s.base !== undefined ? ` (base ${s.base.dir}, fingerprint ${s.base.fingerprint.slice(0, 12)}${promptTokensNote(s.base.promptTokens)})` : ""}`);
   const demos = await warmStartDemos(s, config);
   reporter.log(`warm start: ${demos.length} demonstrations`);
   const unknown = unknownTokenWarning(s, demos);

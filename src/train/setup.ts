@@ -19,7 +19,7 @@ import type { Tokenizer } from "../core/tokenizer.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
 import { embeddedMemoryProblem, embeddedMemoryShape, estimateEmbeddedMemory, type EmbeddedMemoryEstimate } from "../policy/embedded/memory.ts";
 import { rewardConfigOf } from "../reward/config.ts";
-import { policyBaseOf } from "./base.ts";
+import { policyBaseOf, withPromptTokens } from "./base.ts";
 import type { PolicySetup } from "./rlLoop.ts";
 
 /** Everything built from the config and a recipe before training. */
@@ -28,8 +28,12 @@ export interface Setup extends PolicySetup {
   instance: RecipeInstance;
   protocol: Protocol;
   stops: { stop: number[]; stopStrings: string[] };
-  /** The pretrained base the policy starts from (`policy.init: base`, embedded backend), else undefined. */
-  base?: { dir: string; fingerprint: string };
+  /**
+   * The pretrained base the policy starts from (`policy.init: base`, embedded backend), else undefined;
+   * `promptTokens`: how many of the env's fixed prompts are learned tokens past the base's vocabulary
+   * (`policy.fixedPrompts: token`), present only when some are.
+   */
+  base?: { dir: string; fingerprint: string; promptTokens?: number };
 }
 
 /**
@@ -99,7 +103,8 @@ export function buildInstance(config: ExperimentConfig, recipe: EnvRecipe): Reci
  * Builds a recipe for a config: its instance, the tokenizer, the protocol's stop conditions, budgets
  * (`policy.contextLength` tokens of context) and the model shape. The tokenizer and shape: with `policy.init: base`
  * (embedded backend) the base's tokenizer and `base.json`'s shape exactly (`policy.dModel`, `nLayers`, `nHeads`,
- * `mlpRatio` ignored; the env's `texts()` unused); with a Tinker backend and `policy.tinker.tokenizer` that model's
+ * `mlpRatio` ignored; the env's `texts()` unused), plus with `policy.fixedPrompts: token` one learned token (and `wte`
+ * row) per fixed prompt of the env (`withPromptTokens`); with a Tinker backend and `policy.tinker.tokenizer` that model's
  * tokenizer; else the env's words plus the protocol's tags, and the shape of the `policy` fields.
  * @throws ConfigError on a bad reward or protocol; naming `policy.base`, `policy.contextLength`, `policy.sampler` or
  *   `policy.trainer` when the base is missing, malformed or does not fit the config (`policyBaseOf`); what
@@ -110,7 +115,9 @@ export function setupExperiment(config: ExperimentConfig, recipe: EnvRecipe): Se
   const instance = buildInstance(config, recipe);
   personaMix(instance, config, recipe.name); // a persona the env lacks is refused before anything is written
   const protocol = getProtocol(config.env.protocol ?? recipe.protocols[0]);
-  const base = policyBaseOf(config);
+  const policyBase = policyBaseOf(config);
+  const prompts = config.policy.fixedPrompts === "token" ? (instance.fixedPrompts?.() ?? []) : [];
+  const base = policyBase !== undefined ? { ...policyBase, ...withPromptTokens(policyBase, prompts) } : undefined;
   const tokenizer: Tokenizer =
     base !== undefined
       ? base.tokenizer
@@ -120,8 +127,13 @@ export function setupExperiment(config: ExperimentConfig, recipe: EnvRecipe): Se
   // A base's context is at least policy.contextLength (policyBaseOf): its shape stays whole, the rollout samples within the config's.
   const limits = { contextLength: config.policy.contextLength, maxObservationTokens: config.env.maxObservationTokens };
   const gpt = base !== undefined ? base.gpt : gptConfigOf(config, tokenizer.vocabSize);
-  const started = base !== undefined ? { base: { dir: base.dir, fingerprint: base.fingerprint } } : {};
+  const started = base !== undefined ? { base: { dir: base.dir, fingerprint: base.fingerprint, ...(base.promptTokens > 0 ? { promptTokens: base.promptTokens } : {}) } } : {};
   return { recipe, instance, protocol, tokenizer, limits, gpt, stops: protocolStops(tokenizer, protocol.stops), ...started };
+}
+
+/** `, +n learned prompt tokens (policy.fixedPrompts: token)` for a run line when `n` > 0, else "". */
+export function promptTokensNote(n: number | undefined): string {
+  return n !== undefined && n > 0 ? `, +${n} learned prompt token${n === 1 ? "" : "s"} (policy.fixedPrompts: token)` : "";
 }
 
 /**

@@ -69,7 +69,7 @@ export async function warmStartDemos(s: Setup, config: ExperimentConfig): Promis
  * `run.checkpoint("sft")`.
  */
 export async function warmStart(s: ModelShape, config: ExperimentConfig, demos: readonly Trajectory[], run: RunDir, reporter: Reporter): Promise<TrainingBackend> {
-  const backend = await createBackend(config, s.gpt);
+  const backend = await createBackend(config, s.gpt, undefined, s.tokenizer);
   const sftBar = reporter.bar("warm start (SFT)", config.sft.steps);
   await trainSft(backend, demos, {
     steps: config.sft.steps,

@@ -178,6 +178,7 @@ export class HfTokenizer implements Tokenizer {
   private readonly specialTokenVars: Record<string, string>;
   private readonly json: TokenizerJsonDocument;
   private readonly source: string;
+  private readonly files: HfTokenizerFiles;
 
   /**
    * @param files the parsed documents of the model folder (see `HfTokenizerFiles`)
@@ -190,6 +191,7 @@ export class HfTokenizer implements Tokenizer {
     private readonly options: HfTokenizerOptions = {},
   ) {
     const { json, config, source, templateFile, generationConfig } = files;
+    this.files = files;
     this.json = json;
     this.source = source;
     const tokFile = join(source, "tokenizer.json");
@@ -364,6 +366,27 @@ export class HfTokenizer implements Tokenizer {
 
   toJSON(): TokenizerJsonDocument {
     return this.json;
+  }
+
+  /**
+   * A copy with each of `contents` added as one token, ids `vocabSize`, `vocabSize + 1`, … in order: an `added_tokens`
+   * entry (`special: true`, `normalized: false`, no stripping — what Hugging Face's `add_special_tokens` writes) in a
+   * copy of `tokenizer.json`, so the copy is an ordinary tokenizer any HF runtime loads; the rest of the document, the
+   * chat template and the config files are this one's. Added tokens are matched in the raw text before the
+   * pre-tokenizer runs (the longest at each position, as `@huggingface/tokenizers`' trie and the Rust crate's
+   * Aho-Corasick both do), so a text holding a content encodes it as its one id, whatever tags or lines it holds, and
+   * `decode` gives the content back byte for byte.
+   * @throws Error when a content is empty, given twice, or already a token of this vocabulary
+   */
+  withAddedTokens(contents: readonly string[]): HfTokenizer {
+    const added = contents.map((content, i) => {
+      if (content === "" || contents.indexOf(content) !== i || this.hf.token_to_id(content) !== undefined) {
+        throw new Error(`HfTokenizer.withAddedTokens: ${JSON.stringify(content.slice(0, 60))} is empty, repeated or already a token of ${join(this.source, "tokenizer.json")}`);
+      }
+      return { id: this.vocabSize + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+    });
+    const json = { ...this.json, added_tokens: [...this.json.added_tokens, ...added] };
+    return new HfTokenizer({ ...this.files, json }, this.options);
   }
 
   private pickTemplate(withTools: boolean): Template {
