@@ -129,7 +129,7 @@ export interface ToolRecipeBuild<O, W, D> {
  * - `personas` (weights of the warm-start mixture), `baselinePersona` (default `careful`), `scriptedTurn`, `breakdown`,
  *   `breakdownLabels`, `texts`, `describe`: as `RecipeInstance`'s; `texts` and `describe` read the built parts;
  * - `name`, `description`, `protocols` (default hermes, react), `toolNames` (default none), `defaults`, `smoke`
- *   (default `TOOL_RECIPE_SMOKE`), `labDesigns`: as `EnvRecipe`'s.
+ *   (default `TOOL_RECIPE_SMOKE`), `baseDefaults`, `labDesigns`: as `EnvRecipe`'s.
  */
 export interface ToolRecipeSpec<O, W, D, S> {
   name: string;
@@ -138,6 +138,7 @@ export interface ToolRecipeSpec<O, W, D, S> {
   toolNames?: readonly string[];
   defaults: Record<string, string>;
   smoke?: Readonly<Record<string, string>>;
+  baseDefaults?: Record<string, string>;
   labDesigns?: Readonly<Record<string, RecipeLabDesign>>;
   world?: (seed: number, options: O) => W;
   counterfactual?: (real: W, at: CounterfactualAt) => W;
@@ -176,6 +177,7 @@ export function defineToolRecipe<W = undefined, D = unknown, S = undefined, Sch 
     tools: spec.toolNames ?? [],
     defaults: spec.defaults,
     smoke: { ...(spec.smoke ?? TOOL_RECIPE_SMOKE) },
+    ...(spec.baseDefaults === undefined ? {} : { baseDefaults: spec.baseDefaults }),
     ...(spec.labDesigns === undefined ? {} : { labDesigns: spec.labDesigns }),
     build(ctx): RecipeInstance<D> {
       const o: ToolRecipeOptions<z.ZodObject, object> = spec.options ?? { schema: z.object({}).strict(), defaults: {} };

@@ -156,6 +156,12 @@ export interface EnvRecipe<D = unknown> {
   /** Config fields of its `--smoke` run, applied over `defaults` (a user's flags still win). */
   smoke: Record<string, string>;
   /**
+   * Config fields applied over `defaults` (and the runner's own base-start defaults, src/train/base.ts
+   * `BASE_START_DEFAULTS`) when the policy starts from a pretrained base (`policy.init: base`): a model that already
+   * reads needs fewer warm-start steps than one trained from scratch. Optional.
+   */
+  baseDefaults?: Record<string, string>;
+  /**
    * Reward designs `arl lab --env NAME` trains for this env (issue 17 part 4), by name: each pays what one reward
    * design pays (a preset, extra weights, and dotted config overrides such as `env.options.<field>` or `reward.*`) and
    * says which loophole it opens or closes. Optional: an env without designs has none in the lab.

@@ -1,8 +1,10 @@
 /**
- * A recipe's config defaults under a user's config: the recipe's `defaults` (and, for `--smoke`, its `smoke` preset)
- * apply first, the user's file and flags win.
+ * A recipe's config defaults under a user's config: the recipe's `defaults` (with `policy.init: base`, the base-start
+ * defaults and the recipe's `baseDefaults` over them; for `--smoke`, its `smoke` preset over all) apply first, the
+ * user's file and flags win.
  */
 import type { EnvRecipe } from "../env/recipe.ts";
+import { BASE_START_DEFAULTS } from "./base.ts";
 import { ConfigError } from "./config.ts";
 import { applyOverrides } from "./configFile.ts";
 import { RESERVED_KEYS, reservedKeyProblem } from "./configGuards.ts";
@@ -27,7 +29,15 @@ function merge(base: Record<string, unknown>, over: Record<string, unknown>): Re
  * @throws ConfigError from `applyOverrides` on a malformed preset
  */
 export function withRecipeDefaults(raw: Record<string, unknown>, recipe: EnvRecipe, smoke = false): Record<string, unknown> {
-  return merge(withDefaults(raw, smoke ? { ...recipe.defaults, ...recipe.smoke } : recipe.defaults), { env: { name: recipe.name } });
+  const base = initOf(raw) === "base" ? { ...BASE_START_DEFAULTS, ...recipe.baseDefaults } : {};
+  return merge(withDefaults(raw, { ...recipe.defaults, ...base, ...(smoke ? recipe.smoke : {}) }), { env: { name: recipe.name } });
+}
+
+/** Where a raw config's policy starts (`policy.init`; `scratch` when unset or not a string: the schema reports it). */
+function initOf(raw: Record<string, unknown>): string {
+  const policy = raw.policy;
+  const init = policy !== null && typeof policy === "object" ? (policy as Record<string, unknown>).init : undefined;
+  return typeof init === "string" ? init : "scratch";
 }
 
 /**

@@ -135,6 +135,8 @@ export const travelRecipe: EnvRecipe<TravelRequest> = defineToolRecipe({
     "rl.groupSize": "8",
     "eval.maxTasks": "60",
   },
+  // From a base that reads, 300 warm-start steps took held-out success to 76.7 % (0 % from scratch at 700).
+  baseDefaults: { "sft.steps": "300" },
   options: { schema: TravelOptions, defaults: TRAVEL_DEFAULT_OPTIONS },
   world: buildTravelWorld,
   counterfactual: (real, { seed }) => counterfactualTravelWorld(real, seed),

@@ -1,0 +1,31 @@
+/**
+ * Defaults of a run that starts from a pretrained base (src/train/recipeDefaults.ts `withRecipeDefaults`,
+ * src/train/base.ts `BASE_START_DEFAULTS`, `EnvRecipe.baseDefaults`): applied over the recipe's own defaults only with
+ * `policy.init: base`, under the user's fields and the smoke preset.
+ */
+import { describe, expect, it } from "vitest";
+import { getRecipe } from "../src/envs/index.ts";
+import { BASE_START_DEFAULTS } from "../src/train/base.ts";
+import { resolveConfig } from "../src/train/config.ts";
+import { withRecipeDefaults } from "../src/train/recipeDefaults.ts";
+
+describe("base-start defaults", () => {
+  const travel = getRecipe("travel");
+  it("apply with policy.init base: the base's context, the RL learning rate, the recipe's own warm-start budget", () => {
+    const c = resolveConfig(withRecipeDefaults({ policy: { init: "base" } }, travel));
+    expect(c.policy.contextLength).toBe(Number(BASE_START_DEFAULTS["policy.contextLength"]));
+    expect(c.rl.learningRate).toBe(1e-4);
+    expect(c.sft.steps).toBe(300);
+    expect(c.sft.batchSize).toBe(16); // the recipe's other defaults stay
+  });
+  it("do not apply from scratch, and a user's field wins over them", () => {
+    const scratch = resolveConfig(withRecipeDefaults({}, travel));
+    expect([scratch.policy.contextLength, scratch.rl.learningRate, scratch.sft.steps]).toEqual([768, 1e-3, 700]);
+    const mine = resolveConfig(withRecipeDefaults({ policy: { init: "base" }, sft: { steps: 50 }, rl: { learningRate: 3e-5 } }, travel));
+    expect([mine.sft.steps, mine.rl.learningRate]).toEqual([50, 3e-5]);
+  });
+  it("the smoke preset still goes over them", () => {
+    const smoke = resolveConfig(withRecipeDefaults({ policy: { init: "base" } }, travel, true));
+    expect(smoke.sft.steps).toBe(Number(travel.smoke["sft.steps"]));
+  });
+});
