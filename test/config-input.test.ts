@@ -20,6 +20,7 @@ import { buildInstance, personaMix, setupExperiment } from "../src/train/setup.t
 import { SEARCH_PERSONAS } from "../src/envs/search/demos.ts";
 import { applyOverrides, readConfigFile } from "../src/train/configFile.ts";
 import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_LIST_ITEMS, MAX_CONFIG_TOKENS } from "../src/train/configGuards.ts";
+import { configError } from "./config-helpers.ts";
 
 const travel = travelRecipe as EnvRecipe;
 const dir = mkdtempSync(join(tmpdir(), "arl-config-input-"));
@@ -31,16 +32,6 @@ const file = (text: string, ext = "yaml"): string => {
   return path;
 };
 
-/** The ConfigError message of `fn` (fails the test when it returns or throws anything else). */
-function configError(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e, (e as Error).stack).toBeInstanceOf(ConfigError);
-    return (e as Error).message;
-  }
-  throw new Error("expected a ConfigError");
-}
 
 /** Own properties of Object.prototype now (a pollution adds one: `polluted`, `x`…). */
 const protoKeys = () => Object.getOwnPropertyNames(Object.prototype).sort();

@@ -30,6 +30,7 @@ import { runExperiment } from "../src/train/runner.ts";
 import { dryRun } from "../src/train/dryRun.ts";
 import { gptConfigOf, setupExperiment } from "../src/train/setup.ts";
 import { searchAgent } from "./agent-helpers.ts";
+import { configError } from "./config-helpers.ts";
 
 const root = mkdtempSync(join(tmpdir(), "arl-init-base-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -57,16 +58,6 @@ const noTexts: EnvRecipe = {
   }),
 };
 
-/** The message of the ConfigError `fn` throws (fails the test when it throws something else or nothing). */
-function configError(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e, (e as Error).stack).toBeInstanceOf(ConfigError);
-    return (e as Error).message;
-  }
-  throw new Error("expected a ConfigError");
-}
 
 /** A copy of the base folder without `file`. */
 function baseWithout(file: string): string {
