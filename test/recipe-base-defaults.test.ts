@@ -4,6 +4,7 @@
  * `policy.init: base`, under the user's fields and the smoke preset.
  */
 import { describe, expect, it } from "vitest";
+import { loadConfig } from "../src/cli/args.ts";
 import { getRecipe } from "../src/envs/index.ts";
 import { BASE_START_DEFAULTS } from "../src/train/base.ts";
 import { resolveConfig } from "../src/train/config.ts";
@@ -27,5 +28,11 @@ describe("base-start defaults", () => {
   it("the smoke preset still goes over them", () => {
     const smoke = resolveConfig(withRecipeDefaults({ policy: { init: "base" } }, travel, true));
     expect(smoke.sft.steps).toBe(Number(travel.smoke["sft.steps"]));
+  });
+  it("a --policy.init base flag picks them as a config file's field does (flags apply after the recipe's defaults)", () => {
+    const c = loadConfig(undefined, false, { "policy.init": "base" }, "travel");
+    expect([c.policy.init, c.sft.steps, c.rl.learningRate, c.policy.contextLength]).toEqual(["base", 300, 1e-4, 1024]);
+    expect(loadConfig(undefined, false, { "policy.init": "base", "sft.steps": "12" }, "travel").sft.steps).toBe(12);
+    expect(loadConfig(undefined, false, {}, "travel").sft.steps).toBe(700);
   });
 });

@@ -12,7 +12,7 @@ import { AGENT_DEFAULTS } from "../external/defaults.ts";
 import type { AgentFunction } from "../external/rollouts.ts";
 import { ConfigError, resolveConfig, type ExperimentConfig } from "../train/config.ts";
 import { applyOverrides, readConfigFile } from "../train/configFile.ts";
-import { envNameOf, withDefaults, withRecipeDefaults } from "../train/recipeDefaults.ts";
+import { envNameOf, withDefaults, withInitFlag, withRecipeDefaults } from "../train/recipeDefaults.ts";
 
 /** Splits `--a.b value` / `--a.b=value` pairs (dotted names = config paths) out of argv. */
 export function extractOverrides(args: readonly string[]): { overrides: Record<string, string>; rest: string[] } {
@@ -55,7 +55,8 @@ export function loadConfig(file: string | undefined, smoke: boolean, overrides: 
   }
   // The default env's runs keep their historical folder names (runs/default, runs/smoke); others are named for the env.
   const isDefault = recipe.name === DEFAULT_ENV;
-  raw = withRecipeDefaults(raw, recipe, false);
+  // A `--policy.init` flag picks the base-start defaults as a config file's field would (flags themselves go on last).
+  raw = withRecipeDefaults(withInitFlag(raw, overrides), recipe, false);
   if (smoke) raw = applyOverrides(raw, { "run.name": isDefault ? "smoke" : `smoke-${recipe.name}`, ...recipe.smoke });
   else if (!isDefault && file === undefined && overrides["run.name"] === undefined) raw = applyOverrides(raw, { "run.name": recipe.name });
   return resolveConfig(applyOverrides(raw, overrides));

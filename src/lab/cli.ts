@@ -4,7 +4,7 @@
  */
 import Table from "cli-table3";
 import type { EnvRecipe } from "../env/recipe.ts";
-import { withRecipeDefaults } from "../train/recipeDefaults.ts";
+import { withInitFlag, withRecipeDefaults } from "../train/recipeDefaults.ts";
 import { ConfigError, resolveConfig, type ExperimentConfig } from "../train/config.ts";
 import { applyOverrides } from "../train/configFile.ts";
 import { designConfigs, resolveDesigns } from "./designs.ts";
@@ -33,7 +33,7 @@ export interface LabFlags {
  *   design, an invalid override
  */
 export function labConfig(recipe: EnvRecipe, raw: Record<string, unknown>, flags: LabFlags, overrides: Record<string, string>): ExperimentConfig {
-  let r = withRecipeDefaults(raw, recipe, false);
+  let r = withRecipeDefaults(withInitFlag(raw, overrides), recipe, false);
   if (flags.quick) r = applyOverrides(r, quickLabOverrides(recipe));
   const base = recipe.name === flags.defaultEnv ? "lab" : `lab-${recipe.name}`;
   const lab: Record<string, string> = { "run.name": flags.name ?? (flags.quick ? `${base}-quick` : base) };

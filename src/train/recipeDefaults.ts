@@ -33,6 +33,15 @@ export function withRecipeDefaults(raw: Record<string, unknown>, recipe: EnvReci
   return merge(withDefaults(raw, { ...recipe.defaults, ...base, ...(smoke ? recipe.smoke : {}) }), { env: { name: recipe.name } });
 }
 
+/**
+ * `raw` with a `--policy.init` flag's value set, for {@link withRecipeDefaults}: the CLI applies the other dotted flags
+ * after the recipe's defaults, but this one decides which defaults apply.
+ */
+export function withInitFlag(raw: Record<string, unknown>, overrides: Readonly<Record<string, string>>): Record<string, unknown> {
+  const init = overrides["policy.init"];
+  return init === undefined ? raw : applyOverrides(raw, { "policy.init": init });
+}
+
 /** Where a raw config's policy starts (`policy.init`; `scratch` when unset or not a string: the schema reports it). */
 function initOf(raw: Record<string, unknown>): string {
   const policy = raw.policy;
