@@ -106,7 +106,7 @@ describe("pretraining corpus", () => {
     }
   });
 
-  it("drills: deterministic; every answer is copied from the drill's own text, and a lookup's answer is the record's value", () => {
+  it("drills: deterministic; every answer is copied from the drill's own text, and a lookup's answer is the record's value, a select's the asked-for record", () => {
     expect(generateDrill(5)).toEqual(generateDrill(5));
     const kinds = new Set<string>();
     for (let seed = 0; seed < 400; seed++) {
@@ -123,6 +123,19 @@ describe("pretraining corpus", () => {
           const ans = d.segments[i + 1].text.trim();
           const byName = q.match(/^id of (.+)\? $/);
           if (byName) expect(recs.find((r) => r.name === byName[1])!.id).toBe(ans);
+        }
+      }
+      if (d.kind === "select") {
+        const recs = JSON.parse(d.segments[0].text.slice(d.segments[0].text.indexOf("["))) as Record<string, string | number>[];
+        for (let i = 1; i + 1 < d.segments.length; i += 2) {
+          const q = d.segments[i].text;
+          const got = recs.find((r) => r.id === d.segments[i + 1].text.trim())!;
+          const field = q.match(/with (?:the (?:lowest|highest) |a )(\w+)/)?.[1];
+          const vals = field === undefined ? [] : recs.map((r) => r[field] as number);
+          if (q.includes("the lowest")) expect(got, q).toBe(recs[vals.indexOf(Math.min(...vals))]);
+          else if (q.includes("the highest")) expect(got, q).toBe(recs[vals.indexOf(Math.max(...vals))]);
+          else if (q.includes("at least")) expect(got, q).toBe(recs.find((r) => (r[field!] as number) >= Number(q.match(/at least ([\d.]+)/)![1])));
+          else expect(got, q).toBe(recs.find((r) => r[q.match(/with (\w+) yes/)![1]] === "yes"));
         }
       }
     }

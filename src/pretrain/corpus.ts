@@ -35,7 +35,7 @@ export type Skill = (typeof SKILLS)[number];
  * list (`select`) are the skills the first base lacked most (copy 2–13 % at distance 4, select 0–25 % at 8 records),
  * so they come more often than the one-turn skills.
  */
-export const SKILL_WEIGHTS: Readonly<Record<Skill, number>> = { copy_request: 1, copy_response: 1, select: 3, chain: 1, recall: 4, retry: 0.5, empty: 0.5 };
+export const SKILL_WEIGHTS: Readonly<Record<Skill, number>> = { copy_request: 1, copy_response: 1, select: 4, chain: 1, recall: 4, retry: 0.5, empty: 0.5 };
 
 function drawSkill(rng: Rng): Skill {
   const total = SKILLS.reduce((a, k) => a + SKILL_WEIGHTS[k], 0);
@@ -65,10 +65,11 @@ export interface CorpusEpisode {
   probeTurn?: number;
 }
 
-type Rec = Record<string, string | number>;
+/** One record of a world: id, name, and its drawn fields. */
+export type Rec = Record<string, string | number>;
 
 /** A random world: one kind of record, its fields, its tools. */
-interface World {
+export interface World {
   noun: string;
   plural: string;
   verb: string;
@@ -117,10 +118,23 @@ export function idFormat(rng: Rng): (rng: Rng) => string {
   };
 }
 
+/**
+ * The id generator of one world: half the worlds use one {@link idFormat}, half mix 2–4 (each record draws one). With a
+ * single format per world the second base wrote a foreign-format id in the world's shape (measured on its reading
+ * probes, distance ≥ 2: `Z734` copied as `2734`, `V-43` as `143`, `B5836` as `b5836`, `16576` as `1657`; 31 of 34
+ * misses garbled the id, 2 named another record): it predicted the format instead of reading the id. Mixed worlds make
+ * the context, not the world's habit, the only source of an id's shape.
+ */
+export function idMix(rng: Rng): (rng: Rng) => string {
+  const formats = Array.from({ length: rng.next() < 0.5 ? 1 : 2 + rng.int(3) }, () => idFormat(rng));
+  return formats.length === 1 ? formats[0] : (r) => pick(r, formats)(r);
+}
+
 /** Keys every record or response has: a drawn field of the same name would overwrite them. */
 export const RESERVED_KEYS = ["id", "name", "confirmation"] as const;
 
-function makeWorld(rng: Rng): World {
+/** A random world (noun, numeric / categorical / yes-no fields, id generator, tool names), all drawn from `rng`. */
+export function makeWorld(rng: Rng): World {
   const noun = word(rng);
   // Field names are drawn like words; the record keys the generator itself writes are never drawn ("name" is a word).
   const names = new Set<string>([noun, ...RESERVED_KEYS]);
@@ -138,7 +152,7 @@ function makeWorld(rng: Rng): World {
   const cat = { name: fresh(), values: Array.from({ length: 2 + rng.int(3) }, fresh) };
   const verb = fresh();
   const flag = fresh();
-  return { noun, plural: `${noun}s`, verb, nums, cat, flag, id: idFormat(rng), tools: { find: `find_${noun}s`, get: `get_${noun}`, act: `${verb}_${noun}` } };
+  return { noun, plural: `${noun}s`, verb, nums, cat, flag, id: idMix(rng), tools: { find: `find_${noun}s`, get: `get_${noun}`, act: `${verb}_${noun}` } };
 }
 
 function toolSchemas(w: World): ToolJsonSchema[] {
@@ -170,8 +184,11 @@ function record(w: World, rng: Rng, cat?: string): Rec {
   return r;
 }
 
-/** Records with pairwise different ids and names. */
-function records(w: World, rng: Rng, n: number, cat?: string, avoid: Rec[] = []): Rec[] {
+/**
+ * `n` records of world `w` (of category `cat` when given) with pairwise different ids and names, none equal to one in `avoid`.
+ * @throws Error when 10 000 draws do not give `n` distinct records
+ */
+export function records(w: World, rng: Rng, n: number, cat?: string, avoid: Rec[] = []): Rec[] {
   const out: Rec[] = [];
   for (let attempt = 0; out.length < n; attempt++) {
     if (attempt === 10_000) throw new Error(`corpus: no ${n} distinct ${w.plural} after 10 000 draws (world of ${w.noun})`);
@@ -179,6 +196,36 @@ function records(w: World, rng: Rng, n: number, cat?: string, avoid: Rec[] = [])
     if (![...out, ...avoid].some((o) => o.id === r.id || o.name === r.name)) out.push(r);
   }
   return out;
+}
+
+/**
+ * Picks what a select request asks for in `list` (mode drawn from `rng`): the lowest or highest `num`, the first with
+ * `num` ≥ k (k one of the listed values), or the first with the world's flag `yes` (set on one record when none has
+ * it). Ties go to the first record listed, as a reader scanning it would take. `what` completes "… with {what}".
+ */
+export function selection(w: World, rng: Rng, list: Rec[], num: World["nums"][number]): { chosen: Rec; what: string } {
+  const values = list.map((r) => r[num.name] as number);
+  const mode = pick(rng, ["lowest", "highest", "atLeast", "flag"] as const);
+  if (mode === "flag" && !list.some((r) => r[w.flag] === "yes")) list[rng.int(list.length)][w.flag] = "yes";
+  const k = pick(rng, values);
+  // Ties go to the first record in the list, as a reader scanning it would take.
+  const chosen =
+    mode === "lowest"
+      ? list[values.indexOf(Math.min(...values))]
+      : mode === "highest"
+        ? list[values.indexOf(Math.max(...values))]
+        : mode === "atLeast"
+          ? list[values.findIndex((v) => v >= k)]
+          : list.find((r) => r[w.flag] === "yes")!;
+  const what =
+    mode === "lowest"
+      ? `the lowest ${num.name}`
+      : mode === "highest"
+        ? `the highest ${num.name}`
+        : mode === "atLeast"
+          ? `a ${num.name} of at least ${k} (the first one listed)`
+          : `${w.flag} yes (the first one listed)`;
+  return { chosen, what };
 }
 
 const call = (name: string, args: Record<string, unknown>): Action => ({ type: "tool_call", calls: [{ name, arguments: args } satisfies ToolCall] });
@@ -233,27 +280,7 @@ function script(skill: Skill, w: World, rng: Rng, opts: EpisodeOptions): Script 
     case "chain": {
       const cat = pick(rng, w.cat.values);
       const list = records(w, rng, opts.listLength ?? 2 + rng.int(7), cat);
-      const values = list.map((r) => r[num.name] as number);
-      const mode = pick(rng, ["lowest", "highest", "atLeast", "flag"] as const);
-      if (mode === "flag" && !list.some((r) => r[w.flag] === "yes")) list[rng.int(list.length)][w.flag] = "yes";
-      const k = pick(rng, values);
-      // Ties go to the first record in the list, as a reader scanning it would take.
-      const chosen =
-        mode === "lowest"
-          ? list[values.indexOf(Math.min(...values))]
-          : mode === "highest"
-            ? list[values.indexOf(Math.max(...values))]
-            : mode === "atLeast"
-              ? list[values.findIndex((v) => v >= k)]
-              : list.find((r) => r[w.flag] === "yes")!;
-      const what =
-        mode === "lowest"
-          ? `the lowest ${num.name}`
-          : mode === "highest"
-            ? `the highest ${num.name}`
-            : mode === "atLeast"
-              ? `a ${num.name} of at least ${k} (the first one listed)`
-              : `${w.flag} yes (the first one listed)`;
+      const { chosen, what } = selection(w, rng, list, num);
       const code = confirmation();
       const answer = `Done: ${chosen.name} (${chosen.id}), confirmation ${code}.`;
       const found = { action: call(find, { [w.cat.name]: cat }), results: [ok(find, list)] };

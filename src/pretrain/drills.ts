@@ -8,16 +8,26 @@
  * Kinds (`DRILLS`), each a list of segments like an episode's (`train` = loss mask 1):
  * - `repeat`: a line of 1–8 random items (ids, names, numbers, dates, words), then the same line again;
  * - `lookup`: a JSON list of 2–8 random records (some with a nested object), then 3–6 questions, each answered by
- *   copying one value: a record's id by its name, a field by its id, a nested field, the id of the lowest / highest.
+ *   copying one value: a record's id by its name, a field by its id, a nested field, the id of the lowest / highest;
+ * - `select`: a tool-style list of 2–8 records of a random world (as a `find` tool returns them), then 3–6 requests
+ *   phrased as the corpus's `select` episodes (lowest, highest, first with a field ≥ k, first flagged yes), each
+ *   answered by the chosen record's id.
  * Random throughout (seeded); no built-in env's names or worlds.
  */
 import { Rng } from "../core/rng.ts";
-import { capital, idFormat, pick, RESERVED_KEYS, word, type CorpusSegment } from "./corpus.ts";
+import { capital, idFormat, idMix, makeWorld, pick, records, RESERVED_KEYS, selection, word, type CorpusSegment } from "./corpus.ts";
 
 /** The drill kinds (see the file comment). */
-export const DRILLS = ["repeat", "lookup"] as const;
+export const DRILLS = ["repeat", "lookup", "select"] as const;
 /** One of {@link DRILLS}. */
 export type DrillKind = (typeof DRILLS)[number];
+
+/**
+ * How often each kind is drawn (relative). `select` twice: the second base chose the asked-for record in 13–75 % of
+ * lists (lowest 27 %, highest 19 %, first ≥ k 42 %, first flagged 55 %, 8 cases per list length and protocol), the
+ * skill it lacked most; a drill asks 3–6 selections of one list where an episode asks one.
+ */
+export const DRILL_WEIGHTS: Readonly<Record<DrillKind, number>> = { repeat: 1, lookup: 1, select: 2 };
 
 /** One generated drill. */
 export interface Drill {
@@ -59,7 +69,7 @@ function repeat(rng: Rng): CorpusSegment[] {
 }
 
 function lookup(rng: Rng): CorpusSegment[] {
-  const id = idFormat(rng);
+  const id = idMix(rng);
   // Distinct keys, none of the record's own (a drawn "name" would overwrite the names).
   const keys = new Set<string>(RESERVED_KEYS);
   const key = (): string => {
@@ -113,9 +123,29 @@ function lookup(rng: Rng): CorpusSegment[] {
   return segments;
 }
 
-/** One drill, the kind given or drawn from the seed. Pure and deterministic. */
+function select(rng: Rng): CorpusSegment[] {
+  const w = makeWorld(rng);
+  const list = records(w, rng, 2 + rng.int(7));
+  const segments: CorpusSegment[] = [{ text: `${pick(rng, ["Results:", "Found:", `${capital(w.plural)}:`])} ${JSON.stringify(list)}\n`, train: false }];
+  for (let q = 3 + rng.int(4); q > 0; q--) {
+    const { chosen, what } = selection(w, rng, list, pick(rng, w.nums));
+    segments.push({ text: `id of the ${w.noun} with ${what}? `, train: false }, { text: `${chosen.id}\n`, train: true });
+  }
+  // The flag mode may set a record's flag after the list was written: re-render it as the questions see it.
+  segments[0] = { text: segments[0].text.replace(/\[.*\]/s, JSON.stringify(list)), train: false };
+  return segments;
+}
+
+function drawKind(rng: Rng): DrillKind {
+  const total = DRILLS.reduce((a, k) => a + DRILL_WEIGHTS[k], 0);
+  let u = rng.next() * total;
+  for (const k of DRILLS) if ((u -= DRILL_WEIGHTS[k]) < 0) return k;
+  return DRILLS[DRILLS.length - 1];
+}
+
+/** One drill, the kind given or drawn from the seed ({@link DRILL_WEIGHTS}). Pure and deterministic. */
 export function generateDrill(seed: number, kind?: DrillKind): Drill {
   const rng = new Rng(seed);
-  const k = kind ?? pick(rng, DRILLS);
-  return { kind: k, segments: k === "repeat" ? repeat(rng) : lookup(rng) };
+  const k = kind ?? drawKind(rng);
+  return { kind: k, segments: k === "repeat" ? repeat(rng) : k === "lookup" ? lookup(rng) : select(rng) };
 }
