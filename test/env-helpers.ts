@@ -20,7 +20,7 @@ import { rolloutGroups } from "../src/rollout/rollout.ts";
  * instance's fixed system prompts kept whole (as the trainer's setup builds it).
  */
 export function recipeTokenizer(inst: RecipeInstance, protocol: ProtocolName, fixedPrompts = true): WordTokenizer {
-  return WordTokenizer.fromTexts(inst.texts(), [...getProtocol(protocol).specialTokens, ...(fixedPrompts ? (inst.fixedPrompts?.() ?? []) : [])]);
+  return WordTokenizer.fromTexts(inst.texts!(), [...getProtocol(protocol).specialTokens, ...(fixedPrompts ? (inst.fixedPrompts?.() ?? []) : [])]);
 }
 
 /** The warm start's draw of the mixture (src/train/warmStart.ts): the persona of an episode from its seed. */

@@ -61,7 +61,7 @@ describe("travel recipe", () => {
     const a = travelRecipe.build(ctx());
     const b = travelRecipe.build(ctx());
     expect(a.train).toEqual(b.train);
-    expect(a.texts()).toEqual(b.texts());
+    expect(a.texts!()).toEqual(b.texts!());
     const c = travelRecipe.build(ctx({ seed: 1 }));
     expect(c.train.map((t) => t.data!.lateArrival)).not.toEqual(a.train.map((t) => t.data!.lateArrival));
     const d = travelRecipe.build(ctx({ seed: 1, options: { worldSeed: 0 } }));
@@ -307,13 +307,13 @@ describe("travel token budgets and vocabulary", () => {
       expect(system).toContain(TRAVEL_INSTRUCTIONS);
       expect(m.tok.encode(system)).toHaveLength(1);
       expect(m.tok.decode(m.tok.encode(system))).toBe(system);
-      expect(m.inst.texts().some((x) => m.tok.encode(x).includes(unk))).toBe(false);
+      expect(m.inst.texts!().some((x) => m.tok.encode(x).includes(unk))).toBe(false);
     }
   });
 
   it("makeEnv(k, {faults: false}) turns off the config's fault injection only", async () => {
     const inst: RecipeInstance = travelRecipe.build(ctx({ options: { failureRate: 0 }, faults: { rate: 1, kinds: ["fail"], retryableShare: 1 } }));
-    const tok = WordTokenizer.fromTexts(inst.texts(), hermesProtocol.specialTokens);
+    const tok = WordTokenizer.fromTexts(inst.texts!(), hermesProtocol.specialTokens);
     const run = async (faults: boolean) => {
       const agent = new ScriptedAgent(tok, (c) => inst.scriptedTurn("careful", c));
       const g = await rolloutGroups(inst.test.slice(0, 5), { makeEnv: inst.makeEnv(0, { faults }), agent, tokenizer: tok, limits: { contextLength: 4096, maxObservationTokens: 4096 } }, { groupSize: 1, seed: 1 });

@@ -162,6 +162,19 @@ describe("policy.init: base", () => {
     expect(s.base).toBeUndefined();
   });
 
+  it("an env without texts() from scratch takes the base's tokenizer (any text round-trips) and the policy fields' shape; without a base folder the error names policy.init", () => {
+    const bare: EnvRecipe = { ...searchRecipe, build: (ctx) => ({ ...searchRecipe.build(ctx), texts: undefined }) };
+    const c = config({ "policy.init": "scratch" });
+    const s = setupExperiment(c, bare);
+    expect(s.tokenizer).toBeInstanceOf(HfTokenizer);
+    expect(s.tokenizer.vocabSize).toBeGreaterThanOrEqual(info.config.vocabSize as number);
+    for (const text of ["order 12 of p-4821", "Ünïcode ✓ works"]) expect(s.tokenizer.decode(s.tokenizer.encode(text))).toBe(text);
+    expect(s.gpt).toEqual(gptConfigOf(c, s.tokenizer.vocabSize));
+    expect(s.base).toBeUndefined(); // fresh weights: only the tokenizer is the base's
+    const e = configError(() => setupExperiment(config({ "policy.init": "scratch", "policy.base": join(root, "no-such-base") }), bare));
+    expect(e).toMatch(/policy\.init: the search env lists no texts\(\).*policy\.base: .*no-such-base: no such folder/);
+  });
+
   it("a tiny arl train (2 SFT steps, 1 RL step) runs end to end from the base", async () => {
     const c = config({ "run.name": "e2e", "sft.steps": "2", "rl.steps": "1", "eval.maxTasks": "4", "rl.maxTokensPerTurn": "16", "reward.weights.gen_tokens": "0.01" });
     // An untrained base answers nothing valid: the token price makes rewards differ within a group, so RL updates.

@@ -9,6 +9,8 @@ import { getRecipe } from "../src/envs/index.ts";
 import { BASE_START_DEFAULTS } from "../src/train/base.ts";
 import { resolveConfig } from "../src/train/config.ts";
 import { withRecipeDefaults } from "../src/train/recipeDefaults.ts";
+import type { EnvRecipe } from "../src/env/recipe.ts";
+import { labConfig } from "../src/lab/cli.ts";
 
 describe("base-start defaults", () => {
   const travel = getRecipe("travel");
@@ -34,5 +36,16 @@ describe("base-start defaults", () => {
     expect([c.policy.init, c.sft.steps, c.rl.learningRate, c.policy.contextLength]).toEqual(["base", 300, 1e-4, 1024]);
     expect(loadConfig(undefined, false, { "policy.init": "base", "sft.steps": "12" }, "travel").sft.steps).toBe(12);
     expect(loadConfig(undefined, false, {}, "travel").sft.steps).toBe(700);
+  });
+  it("a recipe whose defaults start from a base gets them; its smoke preset (from scratch) does not, nor does a quick lab", () => {
+    const fromBase: EnvRecipe = { ...travel, defaults: { ...travel.defaults, "policy.init": "base" } };
+    const c = resolveConfig(withRecipeDefaults({}, fromBase));
+    expect([c.policy.init, c.sft.steps, c.rl.learningRate, c.policy.contextLength]).toEqual(["base", 300, 1e-4, 1024]);
+    const smoke = resolveConfig(withRecipeDefaults({}, fromBase, true));
+    expect([smoke.policy.init, smoke.rl.learningRate, smoke.policy.contextLength]).toEqual(["scratch", 1e-3, 768]);
+    const mine = resolveConfig(withRecipeDefaults({ policy: { init: "scratch" } }, fromBase));
+    expect([mine.policy.init, mine.sft.steps]).toEqual(["scratch", 700]);
+    const quick = labConfig(fromBase, {}, { quick: true, designs: "grpo" }, {});
+    expect([quick.policy.init, quick.rl.learningRate]).toEqual(["scratch", 1e-3]);
   });
 });

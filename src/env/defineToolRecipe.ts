@@ -20,10 +20,12 @@ import { toolEnv, type GradeInput, type ToolEnvSpec } from "./toolEnv.ts";
 import type { EpisodeInfo } from "./types.ts";
 
 /**
- * The `--smoke` config of a built-in tool env (`EnvRecipe.smoke`): a 32-wide one-layer model, 20 warm-start steps, 2
- * RL steps of 2 × 2 episodes, 4 held-out tasks — seconds on 2 cores, enough to run every stage once.
+ * The `--smoke` config of a built-in tool env (`EnvRecipe.smoke`): a 32-wide one-layer model from scratch (also for an
+ * env that defaults to a base: a smoke run checks the stages, not the base), 20 warm-start steps, 2 RL steps of 2 × 2
+ * episodes, 4 held-out tasks — seconds on 2 cores, enough to run every stage once.
  */
 export const TOOL_RECIPE_SMOKE: Readonly<Record<string, string>> = {
+  "policy.init": "scratch",
   "policy.dModel": "32",
   "policy.nLayers": "1",
   "policy.nHeads": "2",
@@ -158,7 +160,8 @@ export interface ToolRecipeSpec<O, W, D, S> {
   /** Per-episode breakdown for the summary table (default none: the table shows success, grade, calls). */
   breakdown?: (traj: Trajectory) => Record<string, number>;
   breakdownLabels?: Readonly<Record<string, string>>;
-  texts: (built: ToolRecipeBuild<O, W, D>) => string[];
+  /** Optional (see `RecipeInstance.texts`): only a from-scratch run's word tokenizer reads it. */
+  texts?: (built: ToolRecipeBuild<O, W, D>) => string[];
   describe: (built: ToolRecipeBuild<O, W, D>) => string;
 }
 
@@ -224,7 +227,7 @@ export function defineToolRecipe<W = undefined, D = unknown, S = undefined, Sch 
           };
           return toolEnv<D, S>(env);
         },
-        texts: () => spec.texts(built),
+        ...(spec.texts === undefined ? {} : { texts: () => spec.texts!(built) }),
         // The instructions + the protocol's tool section (the same in every episode) are one token of the embedded
         // word vocabulary; the text every episode shows is unchanged.
         fixedPrompts: () => [system],

@@ -40,8 +40,12 @@ export interface RecipeInstance<D = unknown> {
    * context's fault injection (warm-start demonstrations).
    */
   makeEnv(world: number, options?: { faults?: boolean }): EnvFactory;
-  /** Every text the env can show or a policy may write (the embedded word tokenizer's vocabulary). */
-  texts(): string[];
+  /**
+   * Every text the env can show or a policy may write: the vocabulary of the embedded word tokenizer a from-scratch
+   * run (`policy.init: scratch`) builds. Optional: without it a from-scratch run takes the base's byte-level BPE
+   * tokenizer (`policy.base`, else the package's), which encodes any text, so an env written for a base lists nothing.
+   */
+  texts?(): string[];
   /**
    * The env's fixed system prompts (the same text in every episode, e.g. hermes' instructions + `# Tools` block),
    * which the embedded word tokenizer keeps as one token each (see `WordTokenizer.fromTexts`): the text the env

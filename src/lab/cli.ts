@@ -33,7 +33,10 @@ export interface LabFlags {
  *   design, an invalid override
  */
 export function labConfig(recipe: EnvRecipe, raw: Record<string, unknown>, flags: LabFlags, overrides: Record<string, string>): ExperimentConfig {
-  let r = withRecipeDefaults(withInitFlag(raw, overrides), recipe, false);
+  // A quick lab runs at the smoke sizes, so it starts where the smoke preset does (a recipe that defaults to a base smokes from scratch).
+  const smokeInit = flags.quick === true ? recipe.smoke["policy.init"] : undefined;
+  const quickInit: Record<string, string> = smokeInit === undefined ? {} : { "policy.init": smokeInit };
+  let r = withRecipeDefaults(withInitFlag(raw, { ...quickInit, ...overrides }), recipe, false);
   if (flags.quick) r = applyOverrides(r, quickLabOverrides(recipe));
   const base = recipe.name === flags.defaultEnv ? "lab" : `lab-${recipe.name}`;
   const lab: Record<string, string> = { "run.name": flags.name ?? (flags.quick ? `${base}-quick` : base) };

@@ -29,7 +29,9 @@ function merge(base: Record<string, unknown>, over: Record<string, unknown>): Re
  * @throws ConfigError from `applyOverrides` on a malformed preset
  */
 export function withRecipeDefaults(raw: Record<string, unknown>, recipe: EnvRecipe, smoke = false): Record<string, unknown> {
-  const base = initOf(raw) === "base" ? { ...BASE_START_DEFAULTS, ...recipe.baseDefaults } : {};
+  const presets = { ...recipe.defaults, ...(smoke ? recipe.smoke : {}) };
+  // Where the policy starts decides which defaults apply: the user's `policy.init`, else the smoke preset's or the recipe's.
+  const base = (initOf(raw) ?? presets["policy.init"]) === "base" ? { ...BASE_START_DEFAULTS, ...recipe.baseDefaults } : {};
   return merge(withDefaults(raw, { ...recipe.defaults, ...base, ...(smoke ? recipe.smoke : {}) }), { env: { name: recipe.name } });
 }
 
@@ -42,11 +44,11 @@ export function withInitFlag(raw: Record<string, unknown>, overrides: Readonly<R
   return init === undefined ? raw : applyOverrides(raw, { "policy.init": init });
 }
 
-/** Where a raw config's policy starts (`policy.init`; `scratch` when unset or not a string: the schema reports it). */
-function initOf(raw: Record<string, unknown>): string {
+/** Where a raw config's policy starts (`policy.init`; undefined when unset or not a string: the schema reports it). */
+function initOf(raw: Record<string, unknown>): string | undefined {
   const policy = raw.policy;
   const init = policy !== null && typeof policy === "object" ? (policy as Record<string, unknown>).init : undefined;
-  return typeof init === "string" ? init : "scratch";
+  return typeof init === "string" ? init : undefined;
 }
 
 /**

@@ -19,7 +19,8 @@ import type { Tokenizer } from "../core/tokenizer.ts";
 import { ConfigError, type ExperimentConfig } from "./config.ts";
 import { embeddedMemoryProblem, embeddedMemoryShape, estimateEmbeddedMemory, type EmbeddedMemoryEstimate } from "../policy/embedded/memory.ts";
 import { rewardConfigOf } from "../reward/config.ts";
-import { policyBaseOf, withPromptTokens } from "./base.ts";
+import { policyBaseOf, readBase, withPromptTokens } from "./base.ts";
+import { baseDirOf } from "../policy/config.ts";
 import type { PolicySetup } from "./rlLoop.ts";
 
 /** Everything built from the config and a recipe before training. */
@@ -90,7 +91,8 @@ export function buildInstance(config: ExperimentConfig, recipe: EnvRecipe): Reci
     if (/^env\.options\b/.test(message)) throw new ConfigError(message.split("; "));
     throw e;
   }
-  for (const k of ["texts", "makeEnv", "scriptedTurn", "breakdown", "describe"] as const) {
+  if (instance?.texts !== undefined && typeof instance.texts !== "function") throw new ConfigError([`env.name: the ${recipe.name} env's build() returned a texts that is not a function (see RecipeInstance in src/env/recipe.ts)`]);
+  for (const k of ["makeEnv", "scriptedTurn", "breakdown", "describe"] as const) {
     if (typeof instance?.[k] !== "function") throw new ConfigError([`env.name: the ${recipe.name} env's build() returned no ${k}() (see RecipeInstance in src/env/recipe.ts)`]);
   }
   if (!Object.hasOwn(instance.personas ?? {}, instance.baselinePersona)) {
@@ -123,12 +125,29 @@ export function setupExperiment(config: ExperimentConfig, recipe: EnvRecipe): Se
       ? base.tokenizer
       : config.policy.backend === "tinker" && config.policy.tinker.tokenizer
         ? loadTokenizer(config.policy.tinker.tokenizer)
-        : WordTokenizer.fromTexts(instance.texts(), [...protocol.specialTokens, ...(instance.fixedPrompts?.() ?? [])]);
+        : instance.texts !== undefined
+          ? WordTokenizer.fromTexts(instance.texts(), [...protocol.specialTokens, ...(instance.fixedPrompts?.() ?? [])])
+          : scratchBpe(config, instance.fixedPrompts?.() ?? [], recipe.name);
   // A base's context is at least policy.contextLength (policyBaseOf): its shape stays whole, the rollout samples within the config's.
   const limits = { contextLength: config.policy.contextLength, maxObservationTokens: config.env.maxObservationTokens };
   const gpt = base !== undefined ? base.gpt : gptConfigOf(config, tokenizer.vocabSize);
   const started = base !== undefined ? { base: { dir: base.dir, fingerprint: base.fingerprint, ...(base.promptTokens > 0 ? { promptTokens: base.promptTokens } : {}) } } : {};
   return { recipe, instance, protocol, tokenizer, limits, gpt, stops: protocolStops(tokenizer, protocol.stops), ...started };
+}
+
+/**
+ * The tokenizer of a from-scratch run of an env that lists no `texts()`: the base's byte-level BPE (`policy.base`, else
+ * the package's base folder) with each fixed prompt as one added token, as the word tokenizer keeps them.
+ * @throws ConfigError naming `policy.init` and `policy.base` when no base folder is there to read the tokenizer from
+ */
+function scratchBpe(config: ExperimentConfig, prompts: readonly string[], env: string): Tokenizer {
+  const dir = baseDirOf(config.policy);
+  try {
+    return withPromptTokens(readBase(dir), prompts).tokenizer;
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    throw new ConfigError([`policy.init: the ${env} env lists no texts() for a word vocabulary, so a from-scratch run takes the base's tokenizer: ${e.problems.join("; ")}`]);
+  }
 }
 
 /** `, +n learned prompt tokens (policy.fixedPrompts: token)` for a run line when `n` > 0, else "". */
