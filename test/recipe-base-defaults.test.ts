@@ -22,7 +22,7 @@ describe("base-start defaults", () => {
     expect(c.sft.batchSize).toBe(16); // the recipe's other defaults stay
   });
   it("do not apply from scratch, and a user's field wins over them", () => {
-    const scratch = resolveConfig(withRecipeDefaults({}, travel));
+    const scratch = resolveConfig(withRecipeDefaults({ policy: { init: "scratch" } }, travel));
     expect([scratch.policy.contextLength, scratch.rl.learningRate, scratch.sft.steps]).toEqual([768, 1e-3, 700]);
     const mine = resolveConfig(withRecipeDefaults({ policy: { init: "base" }, sft: { steps: 50 }, rl: { learningRate: 3e-5 } }, travel));
     expect([mine.sft.steps, mine.rl.learningRate]).toEqual([50, 3e-5]);
@@ -35,10 +35,12 @@ describe("base-start defaults", () => {
     const c = loadConfig(undefined, false, { "policy.init": "base" }, "travel");
     expect([c.policy.init, c.sft.steps, c.rl.learningRate, c.policy.contextLength]).toEqual(["base", 300, 1e-4, 1024]);
     expect(loadConfig(undefined, false, { "policy.init": "base", "sft.steps": "12" }, "travel").sft.steps).toBe(12);
-    expect(loadConfig(undefined, false, {}, "travel").sft.steps).toBe(700);
+    expect(loadConfig(undefined, false, { "policy.init": "scratch" }, "travel").sft.steps).toBe(700);
+    // travel itself starts from the base by default (its recipe's defaults): the base defaults with no flag at all.
+    expect(loadConfig(undefined, false, {}, "travel")).toMatchObject({ policy: { init: "base" }, sft: { steps: 300 }, env: { maxObservationTokens: 320 } });
   });
   it("a recipe whose defaults start from a base gets them; its smoke preset (from scratch) does not, nor does a quick lab", () => {
-    const fromBase: EnvRecipe = { ...travel, defaults: { ...travel.defaults, "policy.init": "base" } };
+    const fromBase: EnvRecipe = { ...travel, defaults: { ...travel.defaults, "policy.init": "base" } }; // as travel's own
     const c = resolveConfig(withRecipeDefaults({}, fromBase));
     expect([c.policy.init, c.sft.steps, c.rl.learningRate, c.policy.contextLength]).toEqual(["base", 300, 1e-4, 1024]);
     const smoke = resolveConfig(withRecipeDefaults({}, fromBase, true));

@@ -27,7 +27,7 @@ export const TinkerSection = z
 
 /**
  * The base model folder the package ships, `<package root>/base` (found from this module, as `data/` is), and the
- * default of `policy.base`. No base ships yet: until one does, `policy.init: base` needs `policy.base`.
+ * default of `policy.base`. `arl pretrain` at its defaults reproduces it (README "Base model").
  */
 export const PACKAGE_BASE_DIR = fileURLToPath(new URL("../../base", import.meta.url));
 
@@ -52,7 +52,7 @@ export const PolicyConfig = z
       .enum(["scratch", "base"])
       .default("scratch")
       .describe(
-        "Where the embedded model starts: `scratch` (fresh weights of the `policy.dModel`/`nLayers`/`nHeads`/`mlpRatio` shape, and a word tokenizer of the env's texts) or `base` (the pretrained base model in `policy.base`, written by `arl pretrain`: its byte-level BPE tokenizer, its shape from base.json — the shape fields above are then ignored, and `policy.contextLength` may not exceed the base's — and its weights, with a fresh optimizer, before the warm start; a resumed run loads its own checkpoint). The default becomes `base` once the package ships one. Ignored by `tinker`.",
+        "Where the embedded model starts: `scratch` (fresh weights of the `policy.dModel`/`nLayers`/`nHeads`/`mlpRatio` shape, and a word tokenizer of the env's texts — or, for an env that lists no texts, the base's tokenizer) or `base` (the pretrained base model in `policy.base`, written by `arl pretrain`: its byte-level BPE tokenizer, its shape from base.json — the shape fields above are then ignored, and `policy.contextLength` may not exceed the base's — and its weights, with a fresh optimizer, before the warm start; a resumed run loads its own checkpoint). The schema's default is `scratch`; a recipe may default to `base` (travel and the own-env examples do: measured better), its smoke preset and quick lab still start from scratch. Ignored by `tinker`.",
       ),
     base: z.string().min(1).optional().describe("With `policy.init: base`: the base model folder (`arl pretrain`'s `<run.dir>/base/`: base.json, tokenizer.json, meta.json, tensors.bin, manifest.json); default the package's own `base/` folder."),
     fixedPrompts: z
