@@ -37,7 +37,7 @@ describe("base-start defaults", () => {
     expect(loadConfig(undefined, false, { "policy.init": "base", "sft.steps": "12" }, "travel").sft.steps).toBe(12);
     expect(loadConfig(undefined, false, { "policy.init": "scratch" }, "travel").sft.steps).toBe(700);
     // travel itself starts from the base by default (its recipe's defaults): the base defaults with no flag at all.
-    expect(loadConfig(undefined, false, {}, "travel")).toMatchObject({ policy: { init: "base" }, sft: { steps: 300 }, env: { maxObservationTokens: 320 } });
+    expect(loadConfig(undefined, false, {}, "travel")).toMatchObject({ policy: { init: "base" }, sft: { steps: 300 }, env: { maxObservationTokens: 128 } });
   });
   it("a recipe whose defaults start from a base gets them; its smoke preset (from scratch) does not, nor does a quick lab", () => {
     const fromBase: EnvRecipe = { ...travel, defaults: { ...travel.defaults, "policy.init": "base" } }; // as travel's own
