@@ -37,11 +37,12 @@ export type Skill = (typeof SKILLS)[number];
  */
 export const SKILL_WEIGHTS: Readonly<Record<Skill, number>> = { copy_request: 1, copy_response: 1, select: 4, chain: 1, recall: 4, retry: 0.5, empty: 0.5 };
 
-function drawSkill(rng: Rng): Skill {
-  const total = SKILLS.reduce((a, k) => a + SKILL_WEIGHTS[k], 0);
+/** One of `keys`, drawn with probability proportional to `weights` (one `rng.next()`). */
+export function weightedDraw<K extends string>(rng: Rng, keys: readonly K[], weights: Readonly<Record<K, number>>): K {
+  const total = keys.reduce((a, k) => a + weights[k], 0);
   let u = rng.next() * total;
-  for (const k of SKILLS) if ((u -= SKILL_WEIGHTS[k]) < 0) return k;
-  return SKILLS[SKILLS.length - 1];
+  for (const k of keys) if ((u -= weights[k]) < 0) return k;
+  return keys[keys.length - 1];
 }
 
 /** A span of an episode's text: `train` spans are the policy's turns (loss mask 1), the rest its context. */
@@ -320,7 +321,7 @@ function script(skill: Skill, w: World, rng: Rng, opts: EpisodeOptions): Script 
 export function generateEpisode(seed: number, protocol: Protocol, skill?: Skill, options: EpisodeOptions = {}): CorpusEpisode {
   const rng = new Rng(seed);
   const w = makeWorld(rng);
-  const s = skill ?? drawSkill(rng);
+  const s = skill ?? weightedDraw(rng, SKILLS, SKILL_WEIGHTS);
   const tools = toolSchemas(w);
   const sc = script(s, w, rng, options);
   const instructions = `You help with ${w.plural}. Call a tool when you need a fact you do not have; answer when done.`;

@@ -15,7 +15,7 @@
  * Random throughout (seeded); no built-in env's names or worlds.
  */
 import { Rng } from "../core/rng.ts";
-import { capital, idFormat, idMix, makeWorld, pick, records, RESERVED_KEYS, selection, word, type CorpusSegment } from "./corpus.ts";
+import { capital, idFormat, idMix, makeWorld, pick, records, RESERVED_KEYS, selection, weightedDraw, word, type CorpusSegment } from "./corpus.ts";
 
 /** The drill kinds (see the file comment). */
 export const DRILLS = ["repeat", "lookup", "select"] as const;
@@ -126,26 +126,19 @@ function lookup(rng: Rng): CorpusSegment[] {
 function select(rng: Rng): CorpusSegment[] {
   const w = makeWorld(rng);
   const list = records(w, rng, 2 + rng.int(7));
-  const segments: CorpusSegment[] = [{ text: `${pick(rng, ["Results:", "Found:", `${capital(w.plural)}:`])} ${JSON.stringify(list)}\n`, train: false }];
+  const header = pick(rng, ["Results:", "Found:", `${capital(w.plural)}:`]);
+  const questions: CorpusSegment[] = [];
   for (let q = 3 + rng.int(4); q > 0; q--) {
     const { chosen, what } = selection(w, rng, list, pick(rng, w.nums));
-    segments.push({ text: `id of the ${w.noun} with ${what}? `, train: false }, { text: `${chosen.id}\n`, train: true });
+    questions.push({ text: `id of the ${w.noun} with ${what}? `, train: false }, { text: `${chosen.id}\n`, train: true });
   }
-  // The flag mode may set a record's flag after the list was written: re-render it as the questions see it.
-  segments[0] = { text: segments[0].text.replace(/\[.*\]/s, JSON.stringify(list)), train: false };
-  return segments;
-}
-
-function drawKind(rng: Rng): DrillKind {
-  const total = DRILLS.reduce((a, k) => a + DRILL_WEIGHTS[k], 0);
-  let u = rng.next() * total;
-  for (const k of DRILLS) if ((u -= DRILL_WEIGHTS[k]) < 0) return k;
-  return DRILLS[DRILLS.length - 1];
+  // Rendered last: the flag mode may set a record's flag, and the list must show it as the questions saw it.
+  return [{ text: `${header} ${JSON.stringify(list)}\n`, train: false }, ...questions];
 }
 
 /** One drill, the kind given or drawn from the seed ({@link DRILL_WEIGHTS}). Pure and deterministic. */
 export function generateDrill(seed: number, kind?: DrillKind): Drill {
   const rng = new Rng(seed);
-  const k = kind ?? drawKind(rng);
+  const k = kind ?? weightedDraw(rng, DRILLS, DRILL_WEIGHTS);
   return { kind: k, segments: k === "repeat" ? repeat(rng) : k === "lookup" ? lookup(rng) : select(rng) };
 }
