@@ -176,8 +176,9 @@ describe("policy.init: base", () => {
   });
 
   it("a tiny arl train (2 SFT steps, 1 RL step) runs end to end from the base", async () => {
-    const c = config({ "run.name": "e2e", "sft.steps": "2", "rl.steps": "1", "eval.maxTasks": "4", "rl.maxTokensPerTurn": "16", "reward.weights.gen_tokens": "0.01" });
-    // An untrained base answers nothing valid: the token price makes rewards differ within a group, so RL updates.
+    const c = config({ "run.name": "e2e", "sft.steps": "2", "rl.steps": "1", "eval.maxTasks": "4", "rl.maxTokensPerTurn": "48", "reward.weights.gen_tokens": "0.01" });
+    // An untrained base answers nothing valid: the token price makes rewards differ within a group, so RL updates
+    // (48 tokens a turn: at 16 every turn of one seed ran to the limit, all rewards equal, after the SFT weighting fix).
     const logs: string[] = [];
     const summary = await runExperiment(c, searchRecipe, { ...silentReporter, log: (m) => logs.push(m) });
     expect(logs.find((m) => m.startsWith("env search"))).toContain(`(base ${baseDir}, fingerprint ${info.fingerprint.slice(0, 12)})`);

@@ -82,6 +82,22 @@ describe("pretraining corpus", () => {
           expect(ep.actions[0]).toEqual(ep.actions[1]);
         }
         if (skill === "empty") expect(ep.actions.length).toBe(2);
+        if (skill === "args") {
+          // Each argument is the value that follows its parameter's name in the request, and the tool declares them.
+          const request = ep.segments[0].text.slice(ep.segments[0].text.lastIndexOf("user\n"));
+          const c = callsOf(ep.actions[0])[0];
+          expect(ep.tools.find((t) => t.name === c.name)?.parameters.required).toEqual(Object.keys(c.arguments));
+          for (const [k, v] of Object.entries(c.arguments)) expect(request, `seed ${seed}`).toContain(` ${k} ${String(v)}`);
+        }
+        if (skill === "compare") {
+          // Two finds by the request's names, then the answer names the one whose field wins as the request asks.
+          const [, hl, field, a, b] = ep.segments[0].text.match(/has the (higher|lower) (\w+), (.+) or (.+)\?/)!;
+          const recs = [2, 4].map((i) => (JSON.parse(ep.segments[i].text.match(/\[.*\]/s)![0]) as Record<string, number | string>[])[0]);
+          expect(recs.map((r) => r.name)).toEqual([a, b]);
+          expect(recs[0][field]).not.toBe(recs[1][field]);
+          const win = (recs[0][field] > recs[1][field]) === (hl === "higher") ? recs[0] : recs[1];
+          expect(ep.answer.startsWith(String(win.name)), `seed ${seed}`).toBe(true);
+        }
       }
     }
   });
@@ -123,6 +139,13 @@ describe("pretraining corpus", () => {
           const ans = d.segments[i + 1].text.trim();
           const byName = q.match(/^id of (.+)\? $/);
           if (byName) expect(recs.find((r) => r.name === byName[1])!.id).toBe(ans);
+        }
+      }
+      if (d.kind === "compare") {
+        for (let i = 0; i + 1 < d.segments.length; i += 2) {
+          const [, which, list] = d.segments[i].text.match(/^(higher|lower|highest|lowest)(?:: | of )(.+)\? $/)!;
+          const vals = list.split(/, | or /).map(Number);
+          expect(Number(d.segments[i + 1].text), d.segments[i].text).toBe(which.startsWith("high") ? Math.max(...vals) : Math.min(...vals));
         }
       }
       if (d.kind === "select") {

@@ -41,7 +41,10 @@ export const weatherRecipe = defineToolRecipe({
   name: "weather",
   description: "which of two cities is warmer today (one tool: get_weather)",
   toolNames: ["get_weather"],
-  defaults: { "policy.init": "base", "policy.contextLength": "384", "env.maxTurns": "4", "rl.maxTokensPerTurn": "32", "reward.preset": "tool-env", "sft.steps": "300", "rl.steps": "30" },
+  // tool-env without its needless_calls price: the lazy guess is right half the time, and then it is the group's
+  // leanest success, so the careful answer's two lookups were charged in exactly the groups where the guess wins —
+  // after GRPO's division by each group's std that cancelled the groups where the guess loses (RL drifted lazy).
+  defaults: { "policy.init": "base", "policy.contextLength": "384", "env.maxTurns": "4", "rl.maxTokensPerTurn": "32", "reward.preset": "tool-env", "reward.weights.needless_calls": "0", "sft.steps": "300", "rl.steps": "30" },
   baseDefaults: { "policy.contextLength": "384" },
   smoke: { "policy.init": "scratch", "policy.dModel": "32", "policy.nLayers": "1", "sft.steps": "10", "rl.steps": "2", "rl.tasksPerStep": "2", "rl.groupSize": "2", "eval.maxTasks": "4" },
   world: (seed) => temps(seed * 31),

@@ -14,6 +14,10 @@
  *   highest, the first with a field ≥ k, the first of a category, the first with a yes/no flag set) and the answer
  *   copies the confirmation;
  * - `chain`: find → read details → act on the id found two turns back;
+ * - `args`: a request phrased in words ("… from Kafelu to Zibeh after 2027-03-04") and a tool whose parameters are named
+ *   by those words (`from`, `to`, `after`): the call copies each value after its word into the parameter of that name;
+ * - `compare`: "which has the higher / lower F, A or B?" — find A, find B, answer the one whose F wins: two numbers read
+ *   from two responses and compared (the weather question of the own-env example is one of these, in its own words);
  * - `recall`: find a record by name, then 0–3 searches by category whose lists hold other records, then act on the
  *   first record — its id copied from the response 1–4 turns back, past lists of distractor ids;
  * - `retry`: the first call fails (rate limit or timeout), the same call again succeeds;
@@ -26,16 +30,19 @@ import { CALL_FAILURES } from "../env/failureTexts.ts";
 import type { Protocol, ToolJsonSchema } from "../protocol/types.ts";
 
 /** The skills an episode drills (see the file comment). */
-export const SKILLS = ["copy_request", "copy_response", "select", "chain", "recall", "retry", "empty"] as const;
+export const SKILLS = ["copy_request", "copy_response", "args", "select", "chain", "compare", "recall", "retry", "empty"] as const;
 /** One of {@link SKILLS}. */
 export type Skill = (typeof SKILLS)[number];
 
 /**
  * How often each skill is drawn (relative). Reading a response several turns back (`recall`) and choosing from a
  * list (`select`) are the skills the first base lacked most (copy 2–13 % at distance 4, select 0–25 % at 8 records),
- * so they come more often than the one-turn skills.
+ * so they come more often than the one-turn skills. `compare` (corpus v4): the third base chose the warmer of two
+ * looked-up cities in 8 of 14 weather episodes (chance) and selected 13–88 % by list length; comparing numbers is
+ * the step both lacked. `args` (v4): warm-started on travel, the third base wrote `"from": "lrom"` for requests
+ * phrased "fly me from X to Y" (2.1–2.4 failed calls per episode) — every earlier tool took one id, name or category.
  */
-export const SKILL_WEIGHTS: Readonly<Record<Skill, number>> = { copy_request: 1, copy_response: 1, select: 4, chain: 1, recall: 4, retry: 0.5, empty: 0.5 };
+export const SKILL_WEIGHTS: Readonly<Record<Skill, number>> = { copy_request: 1, copy_response: 1, args: 1.5, select: 4, chain: 1, compare: 2, recall: 4, retry: 0.5, empty: 0.5 };
 
 /** One of `keys`, drawn with probability proportional to `weights` (one `rng.next()`). */
 export function weightedDraw<K extends string>(rng: Rng, keys: readonly K[], weights: Readonly<Record<K, number>>): K {
@@ -177,9 +184,14 @@ function toolSchemas(w: World): ToolJsonSchema[] {
   ];
 }
 
+/** A value of numeric field `n`: lo…hi on its step (integers, or halves when the step is 0.5). */
+export function numValue(n: World["nums"][number], rng: Rng): number {
+  return n.lo + Math.round((rng.next() * (n.hi - n.lo)) / n.step) * n.step;
+}
+
 function record(w: World, rng: Rng, cat?: string): Rec {
   const r: Rec = { id: w.id(rng), name: `${capital(word(rng))} ${capital(word(rng, 1 + rng.int(2)))}` };
-  for (const n of w.nums) r[n.name] = n.lo + Math.round((rng.next() * (n.hi - n.lo)) / n.step) * n.step;
+  for (const n of w.nums) r[n.name] = numValue(n, rng);
   r[w.cat.name] = cat ?? pick(rng, w.cat.values);
   r[w.flag] = rng.next() < 0.5 ? "yes" : "no";
   return r;
@@ -240,7 +252,13 @@ interface Script {
   answer: string;
   /** The turn a reading probe asks the model to write (select: the act after the list; recall: the act). */
   probe?: number;
+  /** Tools of this episode beyond the world's three (`args`). */
+  tools?: ToolJsonSchema[];
 }
+
+/** Parameter names of the `args` skill, each the word that precedes its value in the request; place or time values. */
+const PLACE_ROLES = ["from", "to", "near", "via", "in", "at"] as const;
+const TIME_ROLES = ["after", "before", "on", "by"] as const;
 
 /** Controls for reading probes (`./probes.ts`); the corpus draws each of them. */
 export interface EpisodeOptions {
@@ -289,6 +307,32 @@ function script(skill: Skill, w: World, rng: Rng, opts: EpisodeOptions): Script 
       const done = { action: call(act, { id: chosen.id }), results: [ok(act, { confirmation: code })] };
       return { request: `${capital(w.verb)} the ${cat} ${w.noun} with ${what}.`, turns: [found, ...detail, done, answerTurn(answer)], answer, probe: skill === "select" ? 1 : undefined };
     }
+    case "args": {
+      const roles = [...rng.shuffle(PLACE_ROLES).slice(0, 1 + rng.int(2)), ...rng.shuffle(TIME_ROLES).slice(0, rng.int(2))];
+      const date = () => `20${26 + rng.int(4)}-${String(1 + rng.int(12)).padStart(2, "0")}-${String(1 + rng.int(28)).padStart(2, "0")}`;
+      const place = () => (rng.next() < 0.7 ? capital(word(rng)) : `${capital(word(rng))} ${capital(word(rng))}`);
+      const args = Object.fromEntries(roles.map((r) => [r, (TIME_ROLES as readonly string[]).includes(r) ? date() : place()]));
+      let verb = word(rng);
+      while (verb === w.verb) verb = word(rng); // the world's act tool is `${w.verb}_${w.noun}`
+      const name = `${verb}_${w.noun}`;
+      const tool = { name, description: `${capital(verb)} a ${w.noun}. Returns a confirmation code.`, parameters: { type: "object", properties: Object.fromEntries(roles.map((r) => [r, { type: "string" }])), required: roles } };
+      const code = confirmation();
+      const answer = rng.next() < 0.5 ? `Done, confirmation ${code}.` : `Done: ${roles.map((r) => `${r} ${args[r]}`).join(", ")}; confirmation ${code}.`;
+      const phrase = rng.shuffle(roles).map((r) => `${r} ${args[r]}`).join(" ");
+      return { request: `${capital(verb)} a ${w.noun} ${phrase}.`, turns: [{ action: call(name, args), results: [ok(name, { confirmation: code })] }, answerTurn(answer)], answer, tools: [tool] };
+    }
+    case "compare": {
+      const [a, b] = records(w, rng, 2);
+      for (let i = 0; b[num.name] === a[num.name]; i++) {
+        if (i === 1000) throw new Error(`corpus: no two different ${num.name} values after 1 000 draws`);
+        b[num.name] = numValue(num, rng);
+      }
+      const higher = rng.next() < 0.5;
+      const [win, lose] = (a[num.name] > b[num.name]) === higher ? [a, b] : [b, a];
+      const answer = rng.next() < 0.5 ? String(win.name) : `${win.name}: ${num.name} ${win[num.name]} against ${lose[num.name]}.`;
+      const turns = [a, b].map((r) => ({ action: call(find, { name: r.name }), results: [ok(find, [r])] }));
+      return { request: `Which ${w.noun} has the ${higher ? "higher" : "lower"} ${num.name}, ${a.name} or ${b.name}?`, turns: [...turns, answerTurn(answer)], answer };
+    }
     case "recall": {
       const distance = opts.distance ?? 1 + rng.int(4);
       const r = record(w, rng);
@@ -322,8 +366,8 @@ export function generateEpisode(seed: number, protocol: Protocol, skill?: Skill,
   const rng = new Rng(seed);
   const w = makeWorld(rng);
   const s = skill ?? weightedDraw(rng, SKILLS, SKILL_WEIGHTS);
-  const tools = toolSchemas(w);
   const sc = script(s, w, rng, options);
+  const tools = [...toolSchemas(w), ...(sc.tools ?? [])];
   const instructions = `You help with ${w.plural}. Call a tool when you need a fact you do not have; answer when done.`;
   const segments: CorpusSegment[] = [{ text: protocol.prompt(protocol.system(tools, instructions), sc.request), train: false }];
   for (const t of sc.turns) {

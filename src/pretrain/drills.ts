@@ -9,25 +9,28 @@
  * - `repeat`: a line of 1–8 random items (ids, names, numbers, dates, words), then the same line again;
  * - `lookup`: a JSON list of 2–8 random records (some with a nested object), then 3–6 questions, each answered by
  *   copying one value: a record's id by its name, a field by its id, a nested field, the id of the lowest / highest;
+ * - `compare`: 4–8 questions "higher: 2745 or 3005?" / "lowest of 13.5, 31, 8?" over 2–5 values of one drawn numeric
+ *   field, each answered by copying the winning value — the comparison a select or a compare episode makes, alone;
  * - `select`: a tool-style list of 2–8 records of a random world (as a `find` tool returns them), then 3–6 requests
  *   phrased as the corpus's `select` episodes (lowest, highest, first with a field ≥ k, first flagged yes), each
  *   answered by the chosen record's id.
  * Random throughout (seeded); no built-in env's names or worlds.
  */
 import { Rng } from "../core/rng.ts";
-import { capital, idFormat, idMix, makeWorld, pick, records, RESERVED_KEYS, selection, weightedDraw, word, type CorpusSegment } from "./corpus.ts";
+import { capital, idFormat, idMix, makeWorld, numValue, pick, records, RESERVED_KEYS, selection, weightedDraw, word, type CorpusSegment } from "./corpus.ts";
 
 /** The drill kinds (see the file comment). */
-export const DRILLS = ["repeat", "lookup", "select"] as const;
+export const DRILLS = ["repeat", "lookup", "compare", "select"] as const;
 /** One of {@link DRILLS}. */
 export type DrillKind = (typeof DRILLS)[number];
 
 /**
  * How often each kind is drawn (relative). `select` twice: the second base chose the asked-for record in 13–75 % of
  * lists (lowest 27 %, highest 19 %, first ≥ k 42 %, first flagged 55 %, 8 cases per list length and protocol), the
- * skill it lacked most; a drill asks 3–6 selections of one list where an episode asks one.
+ * skill it lacked most; a drill asks 3–6 selections of one list where an episode asks one. `compare` (corpus v4): the
+ * third base still selected 13–88 % by list length and compared two looked-up numbers at chance.
  */
-export const DRILL_WEIGHTS: Readonly<Record<DrillKind, number>> = { repeat: 1, lookup: 1, select: 2 };
+export const DRILL_WEIGHTS: Readonly<Record<DrillKind, number>> = { repeat: 1, lookup: 1, compare: 2, select: 2 };
 
 /** One generated drill. */
 export interface Drill {
@@ -123,6 +126,25 @@ function lookup(rng: Rng): CorpusSegment[] {
   return segments;
 }
 
+function compare(rng: Rng): CorpusSegment[] {
+  const num = pick(rng, makeWorld(rng).nums);
+  const segments: CorpusSegment[] = [];
+  for (let q = 4 + rng.int(5); q > 0; q--) {
+    const n = rng.next() < 0.5 ? 2 : 2 + rng.int(4);
+    const values = new Set<number>();
+    for (let i = 0; values.size < n; i++) {
+      if (i === 1000) break; // a narrow field: ask about the distinct values drawn
+      values.add(numValue(num, rng));
+    }
+    const vs = rng.shuffle([...values]);
+    const high = rng.next() < 0.5;
+    const best = high ? Math.max(...vs) : Math.min(...vs);
+    const question = vs.length === 2 ? `${high ? "higher" : "lower"}: ${vs[0]} or ${vs[1]}?` : `${high ? "highest" : "lowest"} of ${vs.join(", ")}?`;
+    segments.push({ text: `${question} `, train: false }, { text: `${best}\n`, train: true });
+  }
+  return segments;
+}
+
 function select(rng: Rng): CorpusSegment[] {
   const w = makeWorld(rng);
   const list = records(w, rng, 2 + rng.int(7));
@@ -140,5 +162,6 @@ function select(rng: Rng): CorpusSegment[] {
 export function generateDrill(seed: number, kind?: DrillKind): Drill {
   const rng = new Rng(seed);
   const k = kind ?? weightedDraw(rng, DRILLS, DRILL_WEIGHTS);
-  return { kind: k, segments: k === "repeat" ? repeat(rng) : k === "lookup" ? lookup(rng) : select(rng) };
+  const make = { repeat, lookup, compare, select }[k];
+  return { kind: k, segments: make(rng) };
 }
