@@ -102,6 +102,11 @@ export function word(rng: Rng, syllables = 2 + rng.int(2)): string {
 }
 
 export const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[rng.int(xs.length)];
+
+/** A random date 2026-01-01 … 2029-12-28 (`YYYY-MM-DD`). */
+export function date(rng: Rng): string {
+  return `20${26 + rng.int(4)}-${String(1 + rng.int(12)).padStart(2, "0")}-${String(1 + rng.int(28)).padStart(2, "0")}`;
+}
 export const capital = (w: string) => w[0].toUpperCase() + w.slice(1);
 
 /**
@@ -309,9 +314,8 @@ function script(skill: Skill, w: World, rng: Rng, opts: EpisodeOptions): Script 
     }
     case "args": {
       const roles = [...rng.shuffle(PLACE_ROLES).slice(0, 1 + rng.int(2)), ...rng.shuffle(TIME_ROLES).slice(0, rng.int(2))];
-      const date = () => `20${26 + rng.int(4)}-${String(1 + rng.int(12)).padStart(2, "0")}-${String(1 + rng.int(28)).padStart(2, "0")}`;
       const place = () => (rng.next() < 0.7 ? capital(word(rng)) : `${capital(word(rng))} ${capital(word(rng))}`);
-      const args = Object.fromEntries(roles.map((r) => [r, (TIME_ROLES as readonly string[]).includes(r) ? date() : place()]));
+      const args = Object.fromEntries(roles.map((r) => [r, (TIME_ROLES as readonly string[]).includes(r) ? date(rng) : place()]));
       let verb = word(rng);
       while (verb === w.verb) verb = word(rng); // the world's act tool is `${w.verb}_${w.noun}`
       const name = `${verb}_${w.noun}`;

@@ -17,7 +17,7 @@
  * Random throughout (seeded); no built-in env's names or worlds.
  */
 import { Rng } from "../core/rng.ts";
-import { capital, idFormat, idMix, makeWorld, numValue, pick, records, RESERVED_KEYS, selection, weightedDraw, word, type CorpusSegment } from "./corpus.ts";
+import { capital, date, idFormat, idMix, makeWorld, numValue, pick, records, RESERVED_KEYS, selection, weightedDraw, word, type CorpusSegment } from "./corpus.ts";
 
 /** The drill kinds (see the file comment). */
 export const DRILLS = ["repeat", "lookup", "compare", "select"] as const;
@@ -36,10 +36,6 @@ export const DRILL_WEIGHTS: Readonly<Record<DrillKind, number>> = { repeat: 1, l
 export interface Drill {
   kind: DrillKind;
   segments: CorpusSegment[];
-}
-
-function date(rng: Rng): string {
-  return `20${26 + rng.int(4)}-${String(1 + rng.int(12)).padStart(2, "0")}-${String(1 + rng.int(28)).padStart(2, "0")}`;
 }
 
 /** A random item: an id, a two-word name, an integer, a decimal, a date or a word. */
